@@ -1,0 +1,9 @@
+//! Hearth's domain. Nothing here imports Tauri: every part is tested headless and driven by the
+//! desktop shell (`src-tauri`) and the `hearth` CLI alike.
+
+pub mod doctor;
+pub mod executable;
+pub mod logging;
+pub mod opencode;
+pub mod paths;
+pub mod ripgrep;

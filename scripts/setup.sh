@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what Hearth's build, app and tests need and is missing. Idempotent: every step checks first,
+# so re-running it on a warm machine costs a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# System packages: the Tauri/WebKitGTK build set, Xvfb + WebKitWebDriver for headless e2e, ripgrep
+# (the runtime's search tools need it), ImageMagick for screenshots of the Xvfb screen.
+APT_PACKAGES=(
+  build-essential pkg-config curl wget file ca-certificates
+  libwebkit2gtk-4.1-dev libgtk-3-dev libssl-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
+  xvfb xauth webkit2gtk-driver fonts-dejavu-core ripgrep imagemagick
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  log "system packages present"
+fi
+
+# tauri-driver bridges WebDriver to WebKitWebDriver for the e2e suite.
+TAURI_DRIVER_VERSION='^2'
+if ! command -v tauri-driver >/dev/null 2>&1; then
+  log "installing tauri-driver"
+  cargo install tauri-driver --version "$TAURI_DRIVER_VERSION" --locked
+else
+  log "tauri-driver present"
+fi
+
+# Node packages: the UI toolchain, the e2e driver and the pinned opencode-ai runtime. package-lock.json
+# is the source of truth; reinstall only when it changed since the last install.
+stamp=node_modules/.hearth-lock-stamp
+if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+  log "npm ci"
+  npm ci --no-audit --no-fund
+  cp package-lock.json "$stamp"
+else
+  log "node_modules up to date"
+fi

@@ -1,0 +1,46 @@
+//! The typed bridge to the UI: every command and event is registered here, and the TypeScript
+//! bindings in `ui/src/lib/bindings.ts` are generated from it (never written by hand).
+
+use tauri_specta::{collect_commands, Builder};
+
+use crate::commands;
+
+/// Where the generated bindings live, relative to this crate.
+pub const BINDINGS_PATH: &str = "../ui/src/lib/bindings.ts";
+
+pub fn builder() -> Builder<tauri::Wry> {
+    Builder::<tauri::Wry>::new()
+        // Commands only send what Rust serialises: one type per Rust type, not a serialise/deserialise pair.
+        .disable_serde_phases()
+        .commands(collect_commands![commands::runtime::runtime_report])
+}
+
+/// The bindings file's text as the current Rust code defines it.
+pub fn render() -> String {
+    let tmp = std::env::temp_dir().join(format!("hearth-bindings-{}.ts", std::process::id()));
+    builder()
+        .export(specta_typescript::Typescript::default().header("// Generated from Rust by tauri-specta (src-tauri/src/bindings.rs). Do not edit."), &tmp)
+        .expect("bindings export");
+    let text = std::fs::read_to_string(&tmp).expect("read exported bindings");
+    let _ = std::fs::remove_file(&tmp);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails when the checked-in bindings differ from what Rust defines; `HEARTH_UPDATE_BINDINGS=1`
+    /// rewrites them (`npm run bindings`).
+    #[test]
+    fn checked_in_bindings_are_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(BINDINGS_PATH);
+        let fresh = render();
+        if std::env::var_os("HEARTH_UPDATE_BINDINGS").is_some() {
+            std::fs::write(&path, &fresh).unwrap();
+            return;
+        }
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(current == fresh, "ui/src/lib/bindings.ts is stale: run `npm run bindings`");
+    }
+}

@@ -1,0 +1,164 @@
+// Starts what a headless e2e test needs — Xvfb, tauri-driver, the real Hearth binary in a WebKit
+// window — and stops all of it (tauri-driver with SIGTERM, so it stops WebKitWebDriver too), even
+// when a test fails or the test process is interrupted.
+import { spawn, execFileSync } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { remote } from "webdriverio";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const APP_BIN = process.env.HEARTH_APP_BIN ?? path.join(ROOT, "target/debug/hearth");
+export const SCREENSHOT_DIR = path.join(ROOT, "test-output/screenshots");
+
+/** Bounds, named: how long each start-up step may take. */
+const XVFB_START_MS = 10_000;
+const DRIVER_START_MS = 20_000;
+const STOP_GRACE_MS = 5_000;
+export const UI_WAIT_MS = 60_000;
+/** A WebDriver screenshot taken the instant text appears can be stale. */
+const SCREENSHOT_SETTLE_MS = 500;
+
+const children = new Set();
+process.on("exit", () => {
+  for (const c of children) {
+    try { c.kill("SIGTERM"); } catch {}
+  }
+});
+for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => process.exit(130));
+
+function track(child) {
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  return child;
+}
+
+async function stopChild(child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
+  await exited;
+  clearTimeout(timer);
+}
+
+function withTimeout(promise, ms, what) {
+  let t;
+  return Promise.race([
+    promise.finally(() => clearTimeout(t)),
+    new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`${what} did not happen within ${ms} ms`)), ms))),
+  ]);
+}
+
+async function freePort() {
+  const srv = net.createServer();
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+async function waitForPort(port, ms, child, what) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited early with code ${child.exitCode}`);
+    const ok = await new Promise((r) => {
+      const s = net.connect(port, "127.0.0.1", () => { s.end(); r(true); });
+      s.on("error", () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} did not listen on ${port} within ${ms} ms`);
+}
+
+/** Xvfb on a display number it picks itself (-displayfd), so parallel runs never collide. */
+async function startXvfb() {
+  const xvfb = track(spawn("Xvfb", ["-displayfd", "3", "-screen", "0", "1280x860x24", "-nolisten", "tcp"], {
+    stdio: ["ignore", "ignore", "pipe", "pipe"],
+  }));
+  let stderr = "";
+  xvfb.stderr.on("data", (d) => (stderr += d));
+  const display = await withTimeout(new Promise((resolve, reject) => {
+    let buf = "";
+    xvfb.stdio[3].on("data", (d) => {
+      buf += d;
+      if (buf.includes("\n")) resolve(`:${buf.trim()}`);
+    });
+    xvfb.once("exit", (code) => reject(new Error(`Xvfb exited (${code}): ${stderr.slice(-500)}`)));
+  }), XVFB_START_MS, "Xvfb start");
+  return { xvfb, display };
+}
+
+/**
+ * Start Xvfb, tauri-driver and the app with `env` added to the app's environment. Every app gets
+ * its own throw-away data folder (HEARTH_DATA_DIR) so a test never touches a user's real data.
+ */
+export async function launchApp({ env = {} } = {}) {
+  if (!existsSync(APP_BIN)) throw new Error(`app binary missing: ${APP_BIN} (build it with cargo build -p hearth)`);
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "hearth-e2e-"));
+  const { xvfb, display } = await startXvfb();
+  const port = await freePort();
+  const nativePort = await freePort();
+  const driver = track(spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
+    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, ...env },
+    stdio: ["ignore", "inherit", "inherit"],
+  }));
+  const app = { xvfb, driver, dataDir, display, browser: null };
+  try {
+    await waitForPort(port, DRIVER_START_MS, driver, "tauri-driver");
+    app.browser = await remote({
+      hostname: "127.0.0.1",
+      port,
+      logLevel: "warn",
+      capabilities: {
+        browserName: "wry",
+        "wdio:enforceWebDriverClassic": true,
+        "tauri:options": { application: APP_BIN },
+      },
+    });
+  } catch (e) {
+    await stopApp(app);
+    throw e;
+  }
+  return app;
+}
+
+/** Ends the WebDriver session (closes the app), then tauri-driver (SIGTERM) and Xvfb. */
+export async function stopApp(app) {
+  if (!app) return;
+  try { await app.browser?.deleteSession(); } catch {}
+  await stopChild(app.driver);
+  await stopChild(app.xvfb);
+  rmSync(app.dataDir, { recursive: true, force: true });
+}
+
+export async function textOf(browser, testid, { timeout = UI_WAIT_MS } = {}) {
+  const el = await browser.$(`[data-testid="${testid}"]`);
+  await el.waitForDisplayed({ timeout });
+  return (await el.getText()).trim();
+}
+
+export async function screenshot(browser, name) {
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await new Promise((r) => setTimeout(r, SCREENSHOT_SETTLE_MS));
+  const file = path.join(SCREENSHOT_DIR, `${name}.png`);
+  await browser.saveScreenshot(file);
+  console.log(`screenshot: ${path.relative(ROOT, file)}`);
+  return file;
+}
+
+/** The pinned runtime binary installed by `npm ci`, and the version it prints when run. */
+export function realRuntime() {
+  const pinned = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")).dependencies["opencode-ai"];
+  const bin = ["opencode-linux-x64", "opencode-linux-x64-baseline"]
+    .map((p) => path.join(ROOT, "node_modules", p, "bin", "opencode"))
+    .find((p) => existsSync(p));
+  if (!bin) throw new Error(`runtime binary missing under node_modules: run scripts/setup.sh (pinned opencode-ai@${pinned})`);
+  const printed = execFileSync(bin, ["--version"], { encoding: "utf8", env: { PATH: process.env.PATH, HOME: os.tmpdir() } }).trim();
+  return { bin, pinned, printed };
+}

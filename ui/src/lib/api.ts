@@ -1,0 +1,12 @@
+// Thin helper over the generated bindings: commands resolve to `{status:"ok",data}` or
+// `{status:"error",error}`; the UI wants a value, or an Error carrying the backend's sentence.
+import type { CommandError } from "./bindings";
+
+export type CommandResult<T> = { status: "ok"; data: T } | { status: "error"; error: CommandError };
+
+export class BackendError extends Error {}
+
+export function unwrap<T>(result: CommandResult<T>): T {
+  if (result.status === "ok") return result.data;
+  throw new BackendError(result.error.message);
+}
