@@ -35,12 +35,15 @@ else
   log "tauri-driver present"
 fi
 
-# Node packages: the UI toolchain, the e2e driver and the pinned opencode-ai runtime. package-lock.json
-# is the source of truth; reinstall only when it changed since the last install.
+# Node packages: the UI toolchain, the e2e driver and the pinned opencode-ai runtime, at the versions
+# in package-lock.json; reinstall only when the lock changed since the last install.
+# Not `npm ci`: opencode-ai lists every platform's binary as an optional dependency, and a registry
+# that serves only some platforms (as this workplace's does) leaves those out of the lock, which
+# `npm ci` then rejects as out of sync. `npm install` takes the locked versions all the same.
 stamp=node_modules/.hearth-lock-stamp
 if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
-  log "npm ci"
-  npm ci --no-audit --no-fund
+  log "npm install (locked versions)"
+  npm install --no-audit --no-fund
   cp package-lock.json "$stamp"
 else
   log "node_modules up to date"
