@@ -7,3 +7,5 @@ pub mod logging;
 pub mod opencode;
 pub mod paths;
 pub mod ripgrep;
+pub mod runtime;
+pub mod space;

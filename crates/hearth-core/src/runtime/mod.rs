@@ -1,0 +1,7 @@
+//! The runtime contract every agent runtime keeps, and the parts that share one process among
+//! projects: the local registry (process owners, reference counts, idle close) and the
+//! selected-runtime manager (facades cached per selection and space).
+
+pub mod contract;
+
+pub use contract::*;
