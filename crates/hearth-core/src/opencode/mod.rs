@@ -1,7 +1,13 @@
 //! The embedded OpenCode agent server: locating the pinned binary (this module), and later launching,
 //! supervising and talking to it.
 
+pub mod client;
+pub mod config;
+pub mod events;
+pub mod launch;
 pub mod locate;
+pub mod runtime;
+pub mod turn;
 
 /// The one runtime version Hearth speaks to. `package.json` pins the same `opencode-ai` version; a
 /// test keeps the two in step.

@@ -1,0 +1,417 @@
+//! Launching `opencode serve` and stopping it.
+//!
+//! The process gets a private root (its own HOME, TMPDIR and XDG folders), a clean environment (only
+//! what it needs: PATH with `rg` first, the offline switches, a random Basic-auth password), its own
+//! process group and a parent-death signal, and is stopped with SIGTERM then SIGKILL of the group.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long the server may take to print its URL (3.5–5.5 s seen; up to 8 s under load).
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(45);
+/// Between SIGTERM and SIGKILL of the group. A SIGTERM landing during the runtime's background npm
+/// install is swallowed, so the escalation is not optional.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Bytes of the runtime's stdout/stderr kept for error messages.
+pub const OUTPUT_TAIL_BYTES: usize = 8 * 1024;
+/// Longest output line read; longer lines are cut.
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+const LISTEN_PREFIX: &str = "opencode server listening on ";
+
+/// Environment switches that keep the runtime offline and quiet (reference §Launch).
+const OFFLINE_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_CLAUDE_CODE", "1"),
+    ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1"),
+    // The runtime npm-installs its plugin package into every config folder it sees; an unreachable
+    // registry makes that fail at once instead of downloading 64 MB.
+    ("npm_config_registry", "http://127.0.0.1:9/"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("The runtime's private folder {path} could not be prepared: {source}")]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error("The runtime {binary} could not be started: {source}")]
+    Spawn { binary: PathBuf, source: std::io::Error },
+    #[error("The runtime exited at start ({status}). Its last output: {tail}")]
+    Exited { status: String, tail: String },
+    #[error("The runtime did not report a listening address within {secs} s. Its last output: {tail}")]
+    NoUrl { secs: u64, tail: String },
+}
+
+/// What to launch.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub binary: PathBuf,
+    pub rg_dir: Option<PathBuf>,
+    /// Private root: the runtime's HOME, data and config live below it.
+    pub root: PathBuf,
+    /// `OPENCODE_CONFIG_CONTENT`.
+    pub config: serde_json::Value,
+    /// Files to write (0600) before launch: API keys referenced by `{file:…}` in the config.
+    pub secret_files: Vec<(PathBuf, String)>,
+    pub listen_timeout: Duration,
+}
+
+/// The bounded tail of the runtime's output.
+#[derive(Debug, Default)]
+pub struct OutputTail(Mutex<VecDeque<u8>>);
+
+impl OutputTail {
+    fn push_line(&self, line: &str) {
+        let mut buf = self.0.lock().unwrap();
+        buf.extend(line.as_bytes().iter().take(MAX_LINE_BYTES));
+        buf.push_back(b'\n');
+        let excess = buf.len().saturating_sub(OUTPUT_TAIL_BYTES);
+        buf.drain(..excess);
+    }
+
+    pub fn text(&self) -> String {
+        let buf = self.0.lock().unwrap();
+        let bytes: Vec<u8> = buf.iter().copied().collect();
+        crate::executable::tail(&bytes, OUTPUT_TAIL_BYTES)
+    }
+}
+
+/// A running `opencode serve`.
+pub struct Server {
+    pub pid: u32,
+    /// `http://127.0.0.1:PORT` — carries no credentials.
+    pub base_url: String,
+    pub password: String,
+    pub started: Instant,
+    pub tail: Arc<OutputTail>,
+    child: tokio::sync::Mutex<Child>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("pid", &self.pid).field("base_url", &self.base_url).finish_non_exhaustive()
+    }
+}
+
+pub const USERNAME: &str = "opencode";
+
+impl Server {
+    /// Has the process exited?
+    pub async fn exited(&self) -> bool {
+        matches!(self.child.lock().await.try_wait(), Ok(Some(_)) | Err(_))
+    }
+
+    /// SIGTERM the whole group, then SIGKILL it after `STOP_GRACE`. Leaves no process behind.
+    pub async fn stop(&self) {
+        let pgid = self.pid as libc::pid_t;
+        let mut child = self.child.lock().await;
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            // The leader is gone; children left in its group still get the kill below.
+            kill_group(pgid, libc::SIGKILL);
+            return;
+        }
+        kill_group(pgid, libc::SIGTERM);
+        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+            tracing::warn!(pid = self.pid, "runtime ignored SIGTERM; killing its process group");
+        }
+        kill_group(pgid, libc::SIGKILL);
+        let _ = child.wait().await;
+    }
+}
+
+fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg has no memory effects; an already-gone group returns ESRCH, which is fine.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// Create the private root and write the secret files.
+fn prepare_root(spec: &LaunchSpec) -> Result<(), LaunchError> {
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LaunchError::Root { path, source }
+    };
+    for sub in ["home", "tmp", "data", "config", "state", "cache", "secrets"] {
+        let dir = spec.root.join(sub);
+        std::fs::create_dir_all(&dir).map_err(err(&dir))?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::set_permissions(&spec.root, std::fs::Permissions::from_mode(0o700)).map_err(err(&spec.root))?;
+        for (path, content) in &spec.secret_files {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(err(path))?;
+            std::io::Write::write_all(&mut f, content.as_bytes()).map_err(err(path))?;
+        }
+    }
+    Ok(())
+}
+
+fn build_command(spec: &LaunchSpec, password: &str) -> Command {
+    let mut cmd = Command::new(&spec.binary);
+    cmd.args(["serve", "--hostname", "127.0.0.1", "--port", "0"])
+        .current_dir(&spec.root)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
+    if let Some(rg) = &spec.rg_dir {
+        path.insert(0, rg.clone());
+    }
+    if let Ok(joined) = std::env::join_paths(path) {
+        cmd.env("PATH", joined);
+    }
+    let r = &spec.root;
+    cmd.env("HOME", r.join("home"))
+        .env("TMPDIR", r.join("tmp"))
+        .env("XDG_DATA_HOME", r.join("data"))
+        .env("XDG_CONFIG_HOME", r.join("config"))
+        .env("XDG_STATE_HOME", r.join("state"))
+        .env("XDG_CACHE_HOME", r.join("cache"))
+        .env("OPENCODE_SERVER_PASSWORD", password)
+        .env("OPENCODE_SERVER_USERNAME", USERNAME)
+        .env("OPENCODE_CONFIG_CONTENT", spec.config.to_string());
+    for (k, v) in OFFLINE_ENV {
+        cmd.env(k, v);
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: only async-signal-safe calls (prctl, getppid, kill) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // The runtime does not exit when Hearth dies; the kernel kills it. The signal fires when
+            // the forking THREAD exits, hence `spawn_on_launcher`.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            if libc::getppid() == 1 {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Spawn from one thread that lives as long as the app, so the parent-death signal fires only when
+/// Hearth itself dies (not when a short-lived pool thread retires).
+fn spawn_on_launcher(mut cmd: Command) -> std::io::Result<Child> {
+    static LAUNCHER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    let sender = LAUNCHER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("hearth-launcher".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })
+            .expect("launcher thread");
+        Mutex::new(tx)
+    });
+    let handle = tokio::runtime::Handle::current();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _guard = handle.enter();
+        let _ = tx.send(cmd.spawn());
+    });
+    sender.lock().unwrap().send(job).map_err(|_| std::io::Error::other("launcher thread is gone"))?;
+    rx.recv().map_err(|_| std::io::Error::other("launcher thread dropped the job"))?
+}
+
+fn random_password() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// Launch the server and wait for its listening address.
+pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
+    prepare_root(spec)?;
+    let password = random_password();
+    let mut child = spawn_on_launcher(build_command(spec, &password))
+        .map_err(|source| LaunchError::Spawn { binary: spec.binary.clone(), source })?;
+    let pid = child.id().unwrap_or_default();
+    let tail = Arc::new(OutputTail::default());
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(pump(child.stdout.take().expect("piped"), tail.clone(), Some(url_tx)));
+    tokio::spawn(pump(child.stderr.take().expect("piped"), tail.clone(), None));
+    tracing::info!(pid, binary = %spec.binary.display(), "runtime starting");
+
+    let outcome = tokio::select! {
+        url = tokio::time::timeout(spec.listen_timeout, url_rx) => match url {
+            Ok(Ok(url)) => Ok(url),
+            Ok(Err(_)) => Err(None), // stdout closed without a URL: the process is exiting
+            Err(_) => Err(Some(LaunchError::NoUrl { secs: spec.listen_timeout.as_secs(), tail: String::new() })),
+        },
+        status = child.wait() => Err(Some(LaunchError::Exited {
+            status: status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()),
+            tail: String::new(),
+        })),
+    };
+    let server = Server { pid, base_url: String::new(), password, started: Instant::now(), tail, child: tokio::sync::Mutex::new(child) };
+    match outcome {
+        Ok(base_url) => {
+            tracing::info!(pid, %base_url, "runtime listening");
+            Ok(Server { base_url, ..server })
+        }
+        Err(err) => {
+            server.stop().await;
+            // Let the pumps drain what the process printed last.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let tail = server.tail.text();
+            Err(match err {
+                Some(LaunchError::NoUrl { secs, .. }) => LaunchError::NoUrl { secs, tail },
+                Some(LaunchError::Exited { status, .. }) => LaunchError::Exited { status, tail },
+                _ => LaunchError::Exited { status: "output closed".into(), tail },
+            })
+        }
+    }
+}
+
+/// Read output lines into the tail; hand the first listening URL to `url_tx`.
+async fn pump(stream: impl AsyncRead + Unpin, tail: Arc<OutputTail>, mut url_tx: Option<tokio::sync::oneshot::Sender<String>>) {
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        if let Some(url) = text.strip_prefix(LISTEN_PREFIX) {
+            if let Some(tx) = url_tx.take() {
+                let _ = tx.send(url.trim().trim_end_matches('/').to_string());
+                continue;
+            }
+        }
+        tail.push_line(text);
+    }
+}
+
+use tokio::io::AsyncReadExt as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, body: &str) -> PathBuf {
+        let p = dir.join("fake-opencode");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn spec(dir: &Path, binary: PathBuf, timeout: Duration) -> LaunchSpec {
+        LaunchSpec {
+            binary,
+            rg_dir: None,
+            root: dir.join("root"),
+            config: serde_json::json!({"a": 1}),
+            secret_files: vec![(dir.join("root/secrets/k.key"), "sk-1".into())],
+            listen_timeout: timeout,
+        }
+    }
+
+    /// Running (a zombie nobody reaps counts as gone: this machine's PID 1 does not reap).
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+            .unwrap_or(false)
+    }
+
+    #[tokio::test]
+    async fn parses_the_url_and_gives_a_clean_private_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::env::set_var("HEARTH_LAUNCH_TEST_LEAK", "secret");
+        let bin = script(
+            tmp.path(),
+            "echo \"env: HOME=$HOME CFG=$OPENCODE_CONFIG_CONTENT LEAK=$HEARTH_LAUNCH_TEST_LEAK REG=$npm_config_registry\" >&2\n\
+             echo 'opencode server listening on http://127.0.0.1:4567'\nexec sleep 60",
+        );
+        let server = launch(&spec(tmp.path(), bin, Duration::from_secs(10))).await.unwrap();
+        assert_eq!(server.base_url, "http://127.0.0.1:4567");
+        assert!(server.password.len() >= 32);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let tail = server.tail.text();
+        let home = tmp.path().join("root/home");
+        assert!(tail.contains(&format!("HOME={}", home.display())), "{tail}");
+        assert!(tail.contains("CFG={\"a\":1}") && tail.contains("LEAK= ") && tail.contains("REG=http://127.0.0.1:9/"), "{tail}");
+        let key = tmp.path().join("root/secrets/k.key");
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), "sk-1");
+        assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+        let pid = server.pid;
+        assert!(alive(pid));
+        server.stop().await;
+        assert!(!alive(pid));
+    }
+
+    #[tokio::test]
+    async fn a_crash_at_start_quotes_the_output_tail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = script(tmp.path(), "echo 'fatal: database is locked' >&2; exit 7");
+        let err = launch(&spec(tmp.path(), bin, Duration::from_secs(10))).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("exited at start") && msg.contains("database is locked"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn no_url_times_out_and_leaves_nothing_running() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pidfile = tmp.path().join("pid");
+        let bin = script(tmp.path(), &format!("echo $$ > {}; echo 'still booting'; exec sleep 60", pidfile.display()));
+        let err = launch(&spec(tmp.path(), bin, Duration::from_millis(700))).await.unwrap_err();
+        assert!(matches!(&err, LaunchError::NoUrl { tail, .. } if tail.contains("still booting")), "{err}");
+        let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert!(!alive(pid), "timed-out runtime left running");
+    }
+
+    #[tokio::test]
+    async fn stop_escalates_to_sigkill_and_reaches_the_whole_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let grandchild = tmp.path().join("gc");
+        // Ignores SIGTERM, and has a child of its own in the same group.
+        let bin = script(
+            tmp.path(),
+            &format!(
+                "trap '' TERM\n(trap '' TERM; exec sleep 60) & echo $! > {}\n\
+                 echo 'opencode server listening on http://127.0.0.1:1'\nwhile true; do sleep 1; done",
+                grandchild.display()
+            ),
+        );
+        let server = launch(&spec(tmp.path(), bin, Duration::from_secs(10))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let gc: u32 = std::fs::read_to_string(&grandchild).unwrap().trim().parse().unwrap();
+        let t0 = Instant::now();
+        server.stop().await;
+        assert!(t0.elapsed() >= STOP_GRACE - Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!alive(server.pid) && !alive(gc), "group not killed");
+    }
+
+    #[test]
+    fn tail_is_bounded() {
+        let t = OutputTail::default();
+        for i in 0..10_000 {
+            t.push_line(&format!("line {i}"));
+        }
+        let text = t.text();
+        assert!(text.len() <= OUTPUT_TAIL_BYTES && text.ends_with("line 9999"), "{}", text.len());
+    }
+}
