@@ -3,5 +3,7 @@
 //! selected-runtime manager (facades cached per selection and space).
 
 pub mod contract;
+pub mod process;
 
 pub use contract::*;
+pub use process::{ProcessRuntime, RuntimeKey, OPENCODE_FAMILY};
