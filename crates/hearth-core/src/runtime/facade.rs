@@ -11,8 +11,8 @@ use futures::Stream;
 use tokio_util::sync::CancellationToken;
 
 use super::contract::{
-    AgentRuntime, CompactOutcome, CompactRequest, ConnectionInfo, EventStream, PermissionReply, RunRequest, RuntimeError,
-    RuntimeEvent, RuntimeStatus,
+    AgentRuntime, CompactOutcome, CompactRequest, ConnectionInfo, EventStream, PermissionReply, RunRequest,
+    RuntimeError, RuntimeEvent, RuntimeStatus,
 };
 use super::process::ProcessRuntime;
 use super::registry::{ActivityGuard, Inner};
@@ -76,7 +76,10 @@ impl WorkspaceRuntime {
         let b = binding.as_mut().ok_or(RuntimeError::Disposed)?;
         let (id, runtime) = self.registry.rebind(&self.family, b.owner_id)?;
         if id != b.owner_id {
-            *b = Binding { owner_id: id, runtime: runtime.clone() };
+            *b = Binding {
+                owner_id: id,
+                runtime: runtime.clone(),
+            };
         }
         Ok((id, runtime))
     }
@@ -106,9 +109,14 @@ impl AgentRuntime for WorkspaceRuntime {
         match self.begin(&request.space) {
             Ok((runtime, guard)) => {
                 let inner = runtime.run(request, cancel);
-                Box::pin(GuardedStream { inner, guard: Some(guard) })
+                Box::pin(GuardedStream {
+                    inner,
+                    guard: Some(guard),
+                })
             }
-            Err(e) => Box::pin(futures::stream::once(async move { RuntimeEvent::Error { message: e.to_string() } })),
+            Err(e) => Box::pin(futures::stream::once(async move {
+                RuntimeEvent::Error { message: e.to_string() }
+            })),
         }
     }
 

@@ -103,15 +103,20 @@ mod tests {
     #[test]
     fn key_is_stable_and_ignores_field_order() {
         let bin = Path::new("/opt/opencode");
-        let a = RuntimeKey::from_config(bin, &json!({"model": "m", "mcp": {"b": 1, "a": [1, {"y": 2, "x": 1}]}})).unwrap();
-        let b = RuntimeKey::from_config(bin, &json!({"mcp": {"a": [1, {"x": 1, "y": 2}], "b": 1}, "model": "m"})).unwrap();
+        let a =
+            RuntimeKey::from_config(bin, &json!({"model": "m", "mcp": {"b": 1, "a": [1, {"y": 2, "x": 1}]}})).unwrap();
+        let b =
+            RuntimeKey::from_config(bin, &json!({"mcp": {"a": [1, {"x": 1, "y": 2}], "b": 1}, "model": "m"})).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.as_str().len(), 64);
         // Pinned: the key must not change between releases, or every upgrade restarts the runtime
         // for no reason and diagnostics stop matching.
         // Expected value: sha256(b"/bin/x\0" + b'{"a":1,"b":[true,null,"s"]}'), computed outside Rust.
         let pinned = RuntimeKey::from_config(Path::new("/bin/x"), &json!({"b": [true, null, "s"], "a": 1})).unwrap();
-        assert_eq!(pinned.as_str(), "e41d9a18ec97151ea3a847e8c55e68963e96a2c6ffc94580759335ca83a27b27");
+        assert_eq!(
+            pinned.as_str(),
+            "e41d9a18ec97151ea3a847e8c55e68963e96a2c6ffc94580759335ca83a27b27"
+        );
     }
 
     #[test]
@@ -119,7 +124,13 @@ mod tests {
         let cfg = json!({"model": "m"});
         let a = RuntimeKey::from_config(Path::new("/a/opencode"), &cfg).unwrap();
         assert_ne!(a, RuntimeKey::from_config(Path::new("/b/opencode"), &cfg).unwrap());
-        assert_ne!(a, RuntimeKey::from_config(Path::new("/a/opencode"), &json!({"model": "n"})).unwrap());
-        assert_ne!(a, RuntimeKey::from_config(Path::new("/a/opencode"), &json!([["model", "m"]])).unwrap());
+        assert_ne!(
+            a,
+            RuntimeKey::from_config(Path::new("/a/opencode"), &json!({"model": "n"})).unwrap()
+        );
+        assert_ne!(
+            a,
+            RuntimeKey::from_config(Path::new("/a/opencode"), &json!([["model", "m"]])).unwrap()
+        );
     }
 }

@@ -127,7 +127,11 @@ impl LocalRuntimeRegistry {
             sweeper: Mutex::new(None),
             state: Mutex::new(State::default()),
         });
-        let task = inner.handle.spawn(sweep_loop(Arc::downgrade(&inner), inner.stop.clone(), config.sweep_every));
+        let task = inner.handle.spawn(sweep_loop(
+            Arc::downgrade(&inner),
+            inner.stop.clone(),
+            config.sweep_every,
+        ));
         *inner.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
         Self { inner }
     }
@@ -195,7 +199,13 @@ impl LocalRuntimeRegistry {
         for runtime in to_close {
             inner.spawn_close(runtime);
         }
-        Ok(WorkspaceRuntime::new(inner.clone(), family.to_owned(), space, owner_id, runtime))
+        Ok(WorkspaceRuntime::new(
+            inner.clone(),
+            family.to_owned(),
+            space,
+            owner_id,
+            runtime,
+        ))
     }
 
     /// Forget a conversation's native session in every live runtime. Every runtime is asked even if
@@ -221,7 +231,7 @@ impl LocalRuntimeRegistry {
             .map(|id| {
                 let o = &state.owners[&id];
                 let mut warm: Vec<_> = o.instances.iter().collect();
-                warm.sort_by(|a, b| b.1.last_activity.cmp(&a.1.last_activity));
+                warm.sort_by_key(|(_, i)| std::cmp::Reverse(i.last_activity));
                 RegisteredRuntimeStatus {
                     owner_id: id as u32,
                     family: o.family.clone(),
@@ -324,7 +334,11 @@ impl Inner {
             state.current.remove(&family);
         }
         let owner = &state.owners[&id];
-        tracing::info!(owner = id, active_runs = owner.active_runs, "runtime retired by a configuration change");
+        tracing::info!(
+            owner = id,
+            active_runs = owner.active_runs,
+            "runtime retired by a configuration change"
+        );
         if owner.active_runs == 0 {
             state.owners.remove(&id).map(|o| o.runtime)
         } else {
@@ -443,11 +457,14 @@ impl Inner {
             owner.active_runs += 1;
             owner.epoch += 1;
             let now = Instant::now();
-            let instance = owner.instances.entry(space.cache_identity.clone()).or_insert_with(|| Instance {
-                space: space.clone(),
-                last_activity: now,
-                active_runs: 0,
-            });
+            let instance = owner
+                .instances
+                .entry(space.cache_identity.clone())
+                .or_insert_with(|| Instance {
+                    space: space.clone(),
+                    last_activity: now,
+                    active_runs: 0,
+                });
             instance.active_runs += 1;
             instance.last_activity = now;
             let evicted = evict_over_capacity(owner, self.config.max_warm_instances);
@@ -455,7 +472,12 @@ impl Inner {
         };
         facade_runs.fetch_add(1, Ordering::SeqCst);
         self.spawn_instance_disposals(evicted.0, evicted.1);
-        Ok(ActivityGuard { inner: self.clone(), owner_id: id, space_id: space.cache_identity.clone(), facade_runs: facade_runs.clone() })
+        Ok(ActivityGuard {
+            inner: self.clone(),
+            owner_id: id,
+            space_id: space.cache_identity.clone(),
+            facade_runs: facade_runs.clone(),
+        })
     }
 
     fn end_activity(self: &Arc<Self>, id: usize, space_id: &str) {
@@ -501,11 +523,16 @@ impl Inner {
                     let expired: Vec<String> = owner
                         .instances
                         .iter()
-                        .filter(|(_, i)| i.active_runs == 0 && now.duration_since(i.last_activity) >= self.config.instance_idle_after)
+                        .filter(|(_, i)| {
+                            i.active_runs == 0 && now.duration_since(i.last_activity) >= self.config.instance_idle_after
+                        })
                         .map(|(k, _)| k.clone())
                         .collect();
-                    let mut spaces: Vec<_> =
-                        expired.iter().filter_map(|k| owner.instances.remove(k)).map(|i| i.space).collect();
+                    let mut spaces: Vec<_> = expired
+                        .iter()
+                        .filter_map(|k| owner.instances.remove(k))
+                        .map(|i| i.space)
+                        .collect();
                     spaces.extend(evict_over_capacity(owner, self.config.max_warm_instances));
                     (owner.runtime.clone(), spaces)
                 })

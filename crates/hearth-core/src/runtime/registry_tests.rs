@@ -50,7 +50,10 @@ async fn one_owner_serves_every_space_and_concurrent_acquires_create_once() {
     assert_eq!(calls.runs[3].1, spaces[3].cache_identity);
     let status = registry.status();
     assert_eq!(status.len(), 1);
-    assert_eq!((status[0].facades, status[0].active_runs, status[0].warm_instances.len()), (5, 0, 5));
+    assert_eq!(
+        (status[0].facades, status[0].active_runs, status[0].warm_instances.len()),
+        (5, 0, 5)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -94,7 +97,11 @@ async fn a_new_facade_during_the_idle_period_cancels_the_close() {
     advance(IDLE * 3).await;
     settle().await;
     assert_eq!(fake.calls().disposed, 0);
-    assert_eq!(other.calls().disposed, 0, "the factory must not run again for a live key");
+    assert_eq!(
+        other.calls().disposed,
+        0,
+        "the factory must not run again for a live key"
+    );
     drop(again);
     settle().await;
     advance(IDLE).await;
@@ -154,7 +161,10 @@ async fn a_configuration_change_retires_the_old_runtime_after_its_run_drains() {
 
     release.send(()).unwrap();
     let rest: Vec<_> = in_flight.collect().await;
-    assert!(matches!(rest.last(), Some(RuntimeEvent::Done { .. })), "the old run completes normally");
+    assert!(
+        matches!(rest.last(), Some(RuntimeEvent::Done { .. })),
+        "the old run completes normally"
+    );
     settle().await;
     assert_eq!((old.calls().disposed, new.calls().disposed), (1, 0));
     assert_eq!(registry.runtime_count(), 1);
@@ -166,7 +176,9 @@ async fn a_retired_runtime_without_runs_closes_at_once_and_a_failed_factory_keep
     let (old, new) = (FakeRuntime::new(), FakeRuntime::new());
     let _keep = acquire(&registry, "v1", &space("a"), &old).await;
     let failed = registry
-        .acquire(OPENCODE_FAMILY, RuntimeKey::new("v2"), space("a"), || Err(RuntimeError::Launch("no binary".into())))
+        .acquire(OPENCODE_FAMILY, RuntimeKey::new("v2"), space("a"), || {
+            Err(RuntimeError::Launch("no binary".into()))
+        })
         .await;
     assert!(matches!(failed, Err(RuntimeError::Launch(_))));
     settle().await;
@@ -184,7 +196,10 @@ async fn the_sweeper_frees_idle_instances_but_never_one_with_a_run() {
     });
     let fake = FakeRuntime::new();
     let (s1, s2) = (space("one"), space("two"));
-    let (f1, f2) = (acquire(&registry, "k", &s1, &fake).await, acquire(&registry, "k", &s2, &fake).await);
+    let (f1, f2) = (
+        acquire(&registry, "k", &s1, &fake).await,
+        acquire(&registry, "k", &s2, &fake).await,
+    );
     collect(&f1, request("r1", &s1)).await;
     let release = fake.hold("r2");
     let mut busy = f2.run(request("r2", &s2), CancellationToken::new());
@@ -194,23 +209,35 @@ async fn the_sweeper_frees_idle_instances_but_never_one_with_a_run() {
     assert!(fake.calls().disposed_instances.is_empty(), "not idle long enough yet");
     advance(Duration::from_secs(120)).await;
     settle().await;
-    assert_eq!(fake.calls().disposed_instances, [s1.cache_identity.clone()]);
+    assert_eq!(
+        fake.calls().disposed_instances,
+        std::slice::from_ref(&s1.cache_identity)
+    );
 
     release.send(()).unwrap();
     busy.collect::<Vec<_>>().await;
     advance(Duration::from_secs(70)).await;
     settle().await;
-    assert_eq!(fake.calls().disposed_instances, [s1.cache_identity.clone(), s2.cache_identity.clone()]);
+    assert_eq!(
+        fake.calls().disposed_instances,
+        [s1.cache_identity.clone(), s2.cache_identity.clone()]
+    );
     assert_eq!(fake.calls().disposed, 0, "instances go, the runtime stays");
 
     // An instance comes back lazily on next use.
     collect(&f1, request("r3", &s1)).await;
-    assert_eq!(registry.status()[0].warm_instances, [s1.cache_identity.clone()]);
+    assert_eq!(
+        registry.status()[0].warm_instances,
+        std::slice::from_ref(&s1.cache_identity)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn beyond_the_warm_bound_the_least_recently_used_idle_instances_go() {
-    let registry = LocalRuntimeRegistry::with_config(RegistryConfig { max_warm_instances: 2, ..config() });
+    let registry = LocalRuntimeRegistry::with_config(RegistryConfig {
+        max_warm_instances: 2,
+        ..config()
+    });
     let fake = FakeRuntime::new();
     let spaces: Vec<_> = (0..4).map(|i| space(&format!("p{i}"))).collect();
     let mut facades = Vec::new();
@@ -227,9 +254,15 @@ async fn beyond_the_warm_bound_the_least_recently_used_idle_instances_go() {
         settle().await;
     }
     // Three warm after p2 (p0 busy, p1, p2) → p1 went; after p3 → p2 went.
-    assert_eq!(fake.calls().disposed_instances, [spaces[1].cache_identity.clone(), spaces[2].cache_identity.clone()]);
+    assert_eq!(
+        fake.calls().disposed_instances,
+        [spaces[1].cache_identity.clone(), spaces[2].cache_identity.clone()]
+    );
     let warm = &registry.status()[0].warm_instances;
-    assert_eq!(warm, &[spaces[3].cache_identity.clone(), spaces[0].cache_identity.clone()]);
+    assert_eq!(
+        warm,
+        &[spaces[3].cache_identity.clone(), spaces[0].cache_identity.clone()]
+    );
     release.send(()).unwrap();
     busy.collect::<Vec<_>>().await;
 }
@@ -242,13 +275,21 @@ async fn a_facade_refuses_a_request_for_another_space() {
     let events = collect(&facade, request("r1", &space("theirs"))).await;
     match events.as_slice() {
         [RuntimeEvent::Error { message }] => {
-            assert!(message.contains("/projects/theirs") && message.contains("opened for /projects/mine"), "{message}")
+            assert!(
+                message.contains("/projects/theirs") && message.contains("opened for /projects/mine"),
+                "{message}"
+            )
         }
         other => panic!("{other:?}"),
     }
     let compact = facade
         .compact_conversation(
-            CompactRequest { request_id: "c".into(), conversation_id: "x".into(), profile_id: None, space: space("theirs") },
+            CompactRequest {
+                request_id: "c".into(),
+                conversation_id: "x".into(),
+                profile_id: None,
+                space: space("theirs"),
+            },
             CancellationToken::new(),
         )
         .await;
@@ -283,7 +324,12 @@ async fn active_runs_drop_when_a_stream_ends_or_is_dropped_early() {
     // A compaction counts while it runs and not after.
     let outcome = facade
         .compact_conversation(
-            CompactRequest { request_id: "c".into(), conversation_id: "x".into(), profile_id: None, space: s.clone() },
+            CompactRequest {
+                request_id: "c".into(),
+                conversation_id: "x".into(),
+                profile_id: None,
+                space: s.clone(),
+            },
             CancellationToken::new(),
         )
         .await
@@ -296,7 +342,10 @@ async fn active_runs_drop_when_a_stream_ends_or_is_dropped_early() {
 async fn disposing_a_facade_gives_back_only_its_lease() {
     let registry = LocalRuntimeRegistry::with_config(config());
     let fake = FakeRuntime::new();
-    let (a, b) = (acquire(&registry, "k", &space("a"), &fake).await, acquire(&registry, "k", &space("b"), &fake).await);
+    let (a, b) = (
+        acquire(&registry, "k", &space("a"), &fake).await,
+        acquire(&registry, "k", &space("b"), &fake).await,
+    );
     a.dispose().await;
     a.dispose().await;
     settle().await;
@@ -304,7 +353,10 @@ async fn disposing_a_facade_gives_back_only_its_lease() {
     assert_eq!(registry.status()[0].facades, 1);
     let events = collect(&a, request("r", &space("a"))).await;
     assert!(matches!(events.as_slice(), [RuntimeEvent::Error { message }] if message == "The runtime was stopped."));
-    assert!(matches!(collect(&b, request("r2", &space("b"))).await.last(), Some(RuntimeEvent::Done { .. })));
+    assert!(matches!(
+        collect(&b, request("r2", &space("b"))).await.last(),
+        Some(RuntimeEvent::Done { .. })
+    ));
     drop(a);
     assert_eq!((registry.status()[0].facades, fake.calls().disposed), (1, 0));
 }
@@ -316,11 +368,16 @@ async fn release_conversation_reaches_every_live_runtime() {
     let _a = acquire(&registry, "k", &space("a"), &x).await;
     let y2 = y.clone();
     let _b = registry
-        .acquire("other", RuntimeKey::new("k"), space("a"), move || Ok(y2 as Arc<dyn ProcessRuntime>))
+        .acquire("other", RuntimeKey::new("k"), space("a"), move || {
+            Ok(y2 as Arc<dyn ProcessRuntime>)
+        })
         .await
         .unwrap();
     registry.release_conversation("conv-1").await.unwrap();
-    assert_eq!((x.calls().released, y.calls().released), (vec!["conv-1".to_owned()], vec!["conv-1".to_owned()]));
+    assert_eq!(
+        (x.calls().released, y.calls().released),
+        (vec!["conv-1".to_owned()], vec!["conv-1".to_owned()])
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -334,17 +391,24 @@ async fn dispose_closes_every_runtime_and_stops_the_sweeper() {
     let a = acquire(&registry, "k", &s, &x).await;
     let y2 = y.clone();
     let _b = registry
-        .acquire("other", RuntimeKey::new("k"), s.clone(), move || Ok(y2 as Arc<dyn ProcessRuntime>))
+        .acquire("other", RuntimeKey::new("k"), s.clone(), move || {
+            Ok(y2 as Arc<dyn ProcessRuntime>)
+        })
         .await
         .unwrap();
     collect(&a, request("r1", &s)).await;
     registry.dispose().await;
-    assert_eq!((x.calls().disposed, y.calls().disposed, registry.runtime_count()), (1, 1, 0));
+    assert_eq!(
+        (x.calls().disposed, y.calls().disposed, registry.runtime_count()),
+        (1, 1, 0)
+    );
     advance(Duration::from_secs(3600)).await;
     settle().await;
     assert!(x.calls().disposed_instances.is_empty(), "no sweep after dispose");
     assert_eq!(x.calls().disposed, 1, "no second close from an idle timer");
-    let refused = registry.acquire(OPENCODE_FAMILY, RuntimeKey::new("k"), s.clone(), || unreachable!()).await;
+    let refused = registry
+        .acquire(OPENCODE_FAMILY, RuntimeKey::new("k"), s.clone(), || unreachable!())
+        .await;
     assert!(matches!(refused, Err(RuntimeError::Disposed)));
     let events = collect(&a, request("r2", &s)).await;
     assert!(matches!(events.as_slice(), [RuntimeEvent::Error { .. }]));

@@ -12,9 +12,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::contract::*;
+use super::facade::WorkspaceRuntime;
 use super::process::{ProcessRuntime, RuntimeKey};
 use super::registry::LocalRuntimeRegistry;
-use super::facade::WorkspaceRuntime;
 use crate::space::{ExecutionSpace, SpaceKind};
 
 #[derive(Debug, Default, Clone)]
@@ -60,12 +60,18 @@ impl FakeRuntime {
 #[async_trait::async_trait]
 impl AgentRuntime for FakeRuntime {
     fn run(&self, request: RunRequest, cancel: CancellationToken) -> EventStream {
-        self.calls.lock().unwrap().runs.push((request.request_id.clone(), request.space.cache_identity.clone()));
+        self.calls
+            .lock()
+            .unwrap()
+            .runs
+            .push((request.request_id.clone(), request.space.cache_identity.clone()));
         let held = self.holds.lock().unwrap().remove(&request.request_id);
         let session = format!("ses_{}_{}", self.serial, request.conversation_id);
         let text = format!("answer to {}", request.prompt);
         let first = futures::stream::iter([
-            RuntimeEvent::Session { native_session_id: session.clone() },
+            RuntimeEvent::Session {
+                native_session_id: session.clone(),
+            },
             RuntimeEvent::TextDelta { text: text.clone() },
         ]);
         let last = futures::stream::once(async move {
@@ -75,14 +81,28 @@ impl AgentRuntime for FakeRuntime {
                     _ = cancel.cancelled() => return RuntimeEvent::Error { message: RuntimeError::Cancelled.to_string() },
                 }
             }
-            RuntimeEvent::Done { native_session_id: session, text }
+            RuntimeEvent::Done {
+                native_session_id: session,
+                text,
+            }
         });
         first.chain(last).boxed()
     }
 
-    async fn compact_conversation(&self, request: CompactRequest, _cancel: CancellationToken) -> Result<CompactOutcome, RuntimeError> {
-        self.calls.lock().unwrap().compactions.push(request.conversation_id.clone());
-        Ok(CompactOutcome { compacted: true, native_session_id: format!("ses_{}_{}", self.serial, request.conversation_id) })
+    async fn compact_conversation(
+        &self,
+        request: CompactRequest,
+        _cancel: CancellationToken,
+    ) -> Result<CompactOutcome, RuntimeError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .compactions
+            .push(request.conversation_id.clone());
+        Ok(CompactOutcome {
+            compacted: true,
+            native_session_id: format!("ses_{}_{}", self.serial, request.conversation_id),
+        })
     }
 
     async fn reply_permission(&self, _: &ExecutionSpace, _: &str, _: PermissionReply) -> Result<(), RuntimeError> {
@@ -91,7 +111,10 @@ impl AgentRuntime for FakeRuntime {
 
     async fn test_connection(&self) -> Result<ConnectionInfo, RuntimeError> {
         self.calls.lock().unwrap().connection_tests += 1;
-        Ok(ConnectionInfo { version: "fake".into(), healthy: true })
+        Ok(ConnectionInfo {
+            version: "fake".into(),
+            healthy: true,
+        })
     }
 
     async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError> {
@@ -119,7 +142,11 @@ impl AgentRuntime for FakeRuntime {
 #[async_trait::async_trait]
 impl ProcessRuntime for FakeRuntime {
     async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
-        self.calls.lock().unwrap().disposed_instances.push(space.cache_identity.clone());
+        self.calls
+            .lock()
+            .unwrap()
+            .disposed_instances
+            .push(space.cache_identity.clone());
         Ok(())
     }
 }
@@ -127,7 +154,11 @@ impl ProcessRuntime for FakeRuntime {
 /// A space for tests; registry and manager only compare identities, so no folder is needed.
 pub fn space(name: &str) -> ExecutionSpace {
     let root = PathBuf::from(format!("/projects/{name}"));
-    ExecutionSpace { kind: SpaceKind::Local, cache_identity: format!("local:{}", root.display()), root }
+    ExecutionSpace {
+        kind: SpaceKind::Local,
+        cache_identity: format!("local:{}", root.display()),
+        root,
+    }
 }
 
 pub fn request(request_id: &str, space: &ExecutionSpace) -> RunRequest {
@@ -151,7 +182,12 @@ pub async fn acquire(
 ) -> WorkspaceRuntime {
     let fake = fake.clone();
     registry
-        .acquire(super::process::OPENCODE_FAMILY, RuntimeKey::new(key), space.clone(), move || Ok(fake as Arc<dyn ProcessRuntime>))
+        .acquire(
+            super::process::OPENCODE_FAMILY,
+            RuntimeKey::new(key),
+            space.clone(),
+            move || Ok(fake as Arc<dyn ProcessRuntime>),
+        )
         .await
         .unwrap()
 }
