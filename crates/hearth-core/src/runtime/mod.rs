@@ -4,6 +4,7 @@
 
 pub mod contract;
 pub mod facade;
+pub mod manager;
 pub mod process;
 pub mod registry;
 #[cfg(test)]
@@ -11,5 +12,6 @@ pub(crate) mod testing;
 
 pub use contract::*;
 pub use facade::WorkspaceRuntime;
+pub use manager::{RuntimeSelection, SelectedRuntimeManager, DEFAULT_FACADE_CAPACITY};
 pub use process::{ProcessRuntime, RuntimeKey, OPENCODE_FAMILY};
 pub use registry::{LocalRuntimeRegistry, RegisteredRuntimeStatus, RegistryConfig};
