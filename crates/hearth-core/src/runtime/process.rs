@@ -1,0 +1,136 @@
+//! What the registry needs from a runtime that owns a process, beyond the runtime contract, and the
+//! key that says which configuration a process was started with.
+
+use std::fmt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::contract::{AgentRuntime, RuntimeError};
+use crate::space::ExecutionSpace;
+
+/// Family of the embedded OpenCode runtime. One family keeps at most one current configuration:
+/// acquiring it with a new key retires the old process.
+pub const OPENCODE_FAMILY: &str = "opencode";
+
+/// A runtime that owns an agent server process serving many execution spaces at once.
+///
+/// The server lazily creates one *instance* per space (OpenCode: per directory) and never frees it by
+/// itself, so the registry decides when an instance goes and asks the runtime to drop it.
+#[async_trait::async_trait]
+pub trait ProcessRuntime: AgentRuntime + 'static {
+    /// Free the server's instance for `space` (OpenCode: `POST /instance/dispose?directory=`). The
+    /// next request for that space recreates it. Must succeed when no instance exists.
+    async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError>;
+}
+
+/// Identity of a process-owning runtime's configuration: a hash of the binary and the effective
+/// config. Two acquires with one key share one process; a new key means a new process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, specta::Type)]
+pub struct RuntimeKey(String);
+
+impl RuntimeKey {
+    /// A key taken as given (tests, or a caller that already hashed its configuration).
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    /// The key of `binary` run with `config`: SHA-256 over the binary path and the canonical JSON of
+    /// the config (object keys sorted), so the key is stable across runs, builds and field order.
+    pub fn from_config<T: serde::Serialize + ?Sized>(binary: &Path, config: &T) -> Result<Self, RuntimeError> {
+        let value = serde_json::to_value(config)
+            .map_err(|e| RuntimeError::Launch(format!("The runtime configuration cannot be encoded: {e}")))?;
+        let mut canonical = String::new();
+        write_canonical(&value, &mut canonical);
+        let mut hash = Sha256::new();
+        hash.update(binary.as_os_str().as_encoded_bytes());
+        // A separator that cannot occur in a path keeps (binary, config) pairs from colliding.
+        hash.update([0u8]);
+        hash.update(canonical.as_bytes());
+        let digest = hash.finalize();
+        Ok(Self(digest.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RuntimeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// JSON with object keys sorted at every level. Written by hand because serde_json keeps insertion
+/// order when any crate in the build turns on its `preserve_order` feature.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_is_stable_and_ignores_field_order() {
+        let bin = Path::new("/opt/opencode");
+        let a =
+            RuntimeKey::from_config(bin, &json!({"model": "m", "mcp": {"b": 1, "a": [1, {"y": 2, "x": 1}]}})).unwrap();
+        let b =
+            RuntimeKey::from_config(bin, &json!({"mcp": {"a": [1, {"x": 1, "y": 2}], "b": 1}, "model": "m"})).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.as_str().len(), 64);
+        // Pinned: the key must not change between releases, or every upgrade restarts the runtime
+        // for no reason and diagnostics stop matching.
+        // Expected value: sha256(b"/bin/x\0" + b'{"a":1,"b":[true,null,"s"]}'), computed outside Rust.
+        let pinned = RuntimeKey::from_config(Path::new("/bin/x"), &json!({"b": [true, null, "s"], "a": 1})).unwrap();
+        assert_eq!(
+            pinned.as_str(),
+            "e41d9a18ec97151ea3a847e8c55e68963e96a2c6ffc94580759335ca83a27b27"
+        );
+    }
+
+    #[test]
+    fn key_changes_with_binary_or_config() {
+        let cfg = json!({"model": "m"});
+        let a = RuntimeKey::from_config(Path::new("/a/opencode"), &cfg).unwrap();
+        assert_ne!(a, RuntimeKey::from_config(Path::new("/b/opencode"), &cfg).unwrap());
+        assert_ne!(
+            a,
+            RuntimeKey::from_config(Path::new("/a/opencode"), &json!({"model": "n"})).unwrap()
+        );
+        assert_ne!(
+            a,
+            RuntimeKey::from_config(Path::new("/a/opencode"), &json!([["model", "m"]])).unwrap()
+        );
+    }
+}
