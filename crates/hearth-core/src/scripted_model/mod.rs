@@ -3,10 +3,14 @@
 //! It backs the app's "scripted model" profile (usable with no account or key) and the diagnostics
 //! self-test, and lets tests drive the real OpenCode runtime deterministically.
 
+mod hold;
+mod record;
 mod request;
 mod script;
 mod wire;
 
+pub use hold::{HoldHandle, HoldRule};
+pub use record::{MAX_RECORDED_BODY_BYTES, MAX_RECORDED_REQUESTS};
 pub use request::{classify, ObservedRequest, RequestKind};
 pub use script::{default_reply, find_marker, read_request, Reply, Script, MAX_ECHO_CHARS, MAX_TITLE_CHARS, SUMMARY_PREFIX};
 pub use wire::{MAX_ARGUMENT_DELTAS, MAX_TEXT_DELTAS};
