@@ -8,4 +8,5 @@ pub mod opencode;
 pub mod paths;
 pub mod ripgrep;
 pub mod runtime;
+pub mod scripted_model;
 pub mod space;

@@ -1,0 +1,23 @@
+//! A built-in scripted OpenAI-compatible model server.
+//!
+//! It backs the app's "scripted model" profile (usable with no account or key) and the diagnostics
+//! self-test, and lets tests drive the real OpenCode runtime deterministically. It listens on
+//! 127.0.0.1 only, behind a random API key; it records every chat-completion request, answers it
+//! as its [`Script`] says, and can hold matching requests to observe the runtime mid-call.
+
+mod hold;
+mod record;
+mod request;
+mod script;
+mod server;
+mod wire;
+
+pub use hold::{HoldHandle, HoldRule};
+pub use record::{MAX_RECORDED_BODY_BYTES, MAX_RECORDED_REQUESTS};
+pub use request::{classify, ObservedRequest, RequestKind};
+pub use script::{default_reply, find_marker, read_request, Reply, Script, MAX_ECHO_CHARS, MAX_TITLE_CHARS, SUMMARY_PREFIX};
+pub use server::{ModelServerError, ScriptedModelServer, BLOCKING_PARSE_BYTES, MAX_REQUEST_BODY_BYTES, MODEL_ID, SHUTDOWN_GRACE};
+pub use wire::{MAX_ARGUMENT_DELTAS, MAX_TEXT_DELTAS};
+
+#[cfg(test)]
+mod tests;

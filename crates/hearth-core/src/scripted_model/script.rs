@@ -1,0 +1,255 @@
+//! What the scripted model answers. A [`Script`] maps each observed request to a [`Reply`]; the
+//! default script is the read-a-marker agent of the runtime reuse test, made general.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::request::{ObservedRequest, RequestKind};
+
+/// Longest prompt or tool-output excerpt echoed back in a default reply, in characters.
+pub const MAX_ECHO_CHARS: usize = 200;
+/// Longest generated title, in characters (OpenCode's own title prompt asks for at most 50).
+pub const MAX_TITLE_CHARS: usize = 50;
+/// Every default compaction summary starts with this, so callers can find it.
+pub const SUMMARY_PREFIX: &str = "CONTEXT_SUMMARY";
+
+/// One answer of the model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Assistant text, finish reason `stop`.
+    Text(String),
+    /// One function call, finish reason `tool_calls`.
+    ToolCall { name: String, arguments: serde_json::Value },
+    /// A bare HTTP status, as a failing provider would send (body sent as is).
+    Status { code: u16, body: String },
+    /// Close the connection without answering.
+    Drop,
+}
+
+impl Reply {
+    pub fn text(text: impl Into<String>) -> Self {
+        Reply::Text(text.into())
+    }
+
+    pub fn tool_call(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        Reply::ToolCall { name: name.into(), arguments }
+    }
+}
+
+type ScriptFn = dyn Fn(&ObservedRequest) -> Reply + Send + Sync + 'static;
+
+/// Decides the reply to each request. Called once per request, after any hold is released, possibly
+/// from many requests at once.
+#[derive(Clone)]
+pub struct Script(Arc<ScriptFn>);
+
+impl Script {
+    /// The built-in behaviour: see [`default_reply`].
+    pub fn default_agent() -> Self {
+        Script(Arc::new(default_reply))
+    }
+
+    /// Any function of the observed request; fall back to [`default_reply`] for what it doesn't script.
+    pub fn custom(f: impl Fn(&ObservedRequest) -> Reply + Send + Sync + 'static) -> Self {
+        Script(Arc::new(f))
+    }
+
+    pub fn reply(&self, request: &ObservedRequest) -> Reply {
+        (self.0)(request)
+    }
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script::default_agent()
+    }
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Script(..)")
+    }
+}
+
+/// The default script:
+/// - title → a short title from the prompt;
+/// - compaction → a summary starting with [`SUMMARY_PREFIX`];
+/// - agent with unanswered tool results → the first `PROJECT_<n>` marker in them, exactly, else a
+///   sentence quoting the output;
+/// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
+/// - otherwise → a deterministic reply echoing the prompt.
+pub fn default_reply(request: &ObservedRequest) -> Reply {
+    match request.kind {
+        RequestKind::Title => Reply::Text(title_for(&request.last_user_text())),
+        RequestKind::Compaction => Reply::Text(summary_for(request)),
+        RequestKind::Agent => {
+            let results = request.tool_results_after_last_user();
+            if !results.is_empty() {
+                let joined = results.join("\n");
+                return Reply::Text(match find_marker(&joined) {
+                    Some(marker) => marker.to_owned(),
+                    None => format!("The tool returned: {}", excerpt(results.last().map_or("", String::as_str))),
+                });
+            }
+            let prompt = request.last_user_text();
+            match read_request(&prompt) {
+                Some(path) if request.has_tool("read") => Reply::tool_call("read", json!({ "filePath": path })),
+                _ => Reply::Text(format!("Scripted reply to: {}", excerpt(&prompt))),
+            }
+        }
+    }
+}
+
+/// The path in a `read <path>` request (case-insensitive `read` as a whole word), without wrapping
+/// quotes or trailing sentence punctuation.
+pub fn read_request(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("read") {
+        let start = from + found;
+        let end = start + "read".len();
+        from = end;
+        let word_start = lower[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+        let rest = &text[end..];
+        if !word_start || !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let token = rest.split_whitespace().next().unwrap_or_default();
+        let path = token
+            .trim_start_matches(['"', '\'', '`', '('])
+            .trim_end_matches(['"', '\'', '`', ')', '.', ',', ';', ':', '!', '?']);
+        if !path.is_empty() {
+            return Some(path.to_owned());
+        }
+    }
+    None
+}
+
+/// The first `PROJECT_<digits>` marker in `text`.
+pub fn find_marker(text: &str) -> Option<&str> {
+    const PREFIX: &str = "PROJECT_";
+    let mut from = 0;
+    while let Some(found) = text[from..].find(PREFIX) {
+        let start = from + found;
+        let digits = text[start + PREFIX.len()..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            return Some(&text[start..start + PREFIX.len() + digits]);
+        }
+        from = start + PREFIX.len();
+    }
+    None
+}
+
+fn title_for(prompt: &str) -> String {
+    let line = prompt.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or_default();
+    let words = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let title = truncate_chars(&words, MAX_TITLE_CHARS);
+    if title.is_empty() {
+        "Scripted conversation".to_owned()
+    } else {
+        title
+    }
+}
+
+fn summary_for(request: &ObservedRequest) -> String {
+    // The last user message is the compaction prompt itself; summarise the one before it.
+    let users = request.user_texts();
+    let previous = users.len().checked_sub(2).and_then(|i| users.get(i)).map_or("", String::as_str);
+    format!("{SUMMARY_PREFIX}: {} messages so far; last request: {}", request.messages().len(), excerpt(previous))
+}
+
+/// One line of at most [`MAX_ECHO_CHARS`] characters.
+fn excerpt(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = truncate_chars(&flat, MAX_ECHO_CHARS);
+    if cut.len() < flat.len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::request::tests::{agent_body, compaction_body, title_body};
+    use super::*;
+    use bytes::Bytes;
+    use serde_json::{json, Value};
+
+    fn observed(body: Value) -> ObservedRequest {
+        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap());
+        ObservedRequest::new(1, Some("ses_1".into()), body, bytes)
+    }
+
+    fn with_tool_result(mut body: Value, output: &str) -> Value {
+        let messages = body["messages"].as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": "c", "content": output}));
+        body
+    }
+
+    #[test]
+    fn finds_read_requests() {
+        assert_eq!(read_request("read marker.txt").as_deref(), Some("marker.txt"));
+        assert_eq!(read_request("Read marker.txt for wave 0. REQUEST_x").as_deref(), Some("marker.txt"));
+        assert_eq!(read_request("Please READ `src/main.rs`.").as_deref(), Some("src/main.rs"));
+        assert_eq!(read_request("already read"), None);
+        assert_eq!(read_request("thread safety and bread"), None);
+        assert_eq!(read_request("hello"), None);
+    }
+
+    #[test]
+    fn finds_markers() {
+        assert_eq!(find_marker("<file>\n00001| PROJECT_12\n"), Some("PROJECT_12"));
+        assert_eq!(find_marker("PROJECT_ then PROJECT_7x"), Some("PROJECT_7"));
+        assert_eq!(find_marker("none"), None);
+    }
+
+    #[test]
+    fn default_agent_reads_then_answers_the_marker() {
+        let script = Script::default_agent();
+        let first = observed(agent_body("Read marker.txt for wave 0"));
+        assert_eq!(script.reply(&first), Reply::tool_call("read", json!({"filePath": "marker.txt"})));
+        let second = observed(with_tool_result(agent_body("Read marker.txt for wave 0"), "<file>\n00001| PROJECT_4\n</file>"));
+        assert_eq!(script.reply(&second), Reply::text("PROJECT_4"));
+        let other = observed(with_tool_result(agent_body("read a.txt"), "plain output"));
+        assert_eq!(script.reply(&other), Reply::text("The tool returned: plain output"));
+    }
+
+    #[test]
+    fn default_agent_echoes_a_bounded_prompt_without_read_request() {
+        let reply = default_reply(&observed(agent_body(&"x".repeat(5000))));
+        let Reply::Text(text) = reply else { panic!("text expected") };
+        assert!(text.starts_with("Scripted reply to: xxx"));
+        assert!(text.chars().count() <= MAX_ECHO_CHARS + 30);
+        // Without a read tool, a read request is answered in text.
+        let mut body = agent_body("read marker.txt");
+        body["tools"] = json!([super::super::request::tests::tool("bash")]);
+        assert!(matches!(default_reply(&observed(body)), Reply::Text(_)));
+    }
+
+    #[test]
+    fn default_title_and_summary() {
+        let Reply::Text(title) = default_reply(&observed(title_body())) else { panic!() };
+        assert_eq!(title, "Read marker.txt for wave 0");
+        let Reply::Text(summary) = default_reply(&observed(compaction_body())) else { panic!() };
+        assert!(summary.starts_with(SUMMARY_PREFIX), "{summary}");
+        assert!(summary.contains("Read marker.txt"), "{summary}");
+    }
+
+    #[test]
+    fn custom_scripts_can_fall_back_to_the_default() {
+        let script = Script::custom(|request| match request.kind {
+            RequestKind::Agent => Reply::Status { code: 429, body: "slow down".into() },
+            _ => default_reply(request),
+        });
+        assert!(matches!(script.reply(&observed(agent_body("hi"))), Reply::Status { code: 429, .. }));
+        assert!(matches!(script.reply(&observed(title_body())), Reply::Text(_)));
+    }
+}
