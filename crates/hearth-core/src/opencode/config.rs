@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::runtime::RuntimeKey;
+
 /// Context window and output limit given to OpenCode for profiles that do not say otherwise.
 pub const DEFAULT_CONTEXT_TOKENS: u64 = 128_000;
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 8_192;
@@ -115,14 +117,25 @@ impl RuntimeConfig {
         self.profile(id.unwrap_or(&self.default_profile))
     }
 
-    /// Stable key of this configuration (secrets included, so a changed key retires the process).
-    pub fn key(&self) -> String {
-        use std::hash::{Hash, Hasher};
-        // DefaultHasher with fixed keys is stable within one build of the app, which is all a
-        // process-lifetime cache key needs.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.hash(&mut h);
-        format!("opencode-{:016x}", h.finish())
+    /// Stable key of this configuration: the registry runs one process per key, and a changed
+    /// configuration (a new profile, a new API key) retires the old process. Keys enter the hash
+    /// only as their SHA-256, never as text.
+    pub fn key(&self) -> RuntimeKey {
+        use sha2::{Digest, Sha256};
+        let secrets: Vec<(String, String)> = self
+            .profiles
+            .iter()
+            .filter_map(|p| match &p.authentication {
+                Authentication::ApiKey(k) => Some((p.id.clone(), format!("{:x}", Sha256::digest(k.as_bytes())))),
+                Authentication::None => None,
+            })
+            .collect();
+        let view = json!({
+            "config": self.to_opencode_json(Path::new("/secrets")),
+            "rg_dir": self.rg_dir,
+            "secrets": secrets,
+        });
+        RuntimeKey::from_config(&self.binary, &view).expect("a JSON value always encodes")
     }
 
     /// Where each API key is written, under the runtime's private root.
@@ -242,6 +255,12 @@ pub(crate) mod tests {
         assert_eq!(a.key(), b.key());
         b.profiles[0].base_url = "http://127.0.0.1:1/v1".into();
         assert_ne!(a.key(), b.key());
+        let mut c = a.clone();
+        c.profiles[0].authentication = Authentication::ApiKey("k1".into());
+        let mut d = c.clone();
+        d.profiles[0].authentication = Authentication::ApiKey("k2".into());
+        assert_ne!(c.key(), d.key(), "a new API key must restart the runtime");
+        assert!(!c.key().as_str().contains("k1"));
     }
 
     #[test]

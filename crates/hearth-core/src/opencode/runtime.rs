@@ -50,6 +50,9 @@ pub struct OpenCodeRuntime {
     active_runs: Arc<AtomicU32>,
     sessions: Mutex<HashMap<String, NativeSession>>,
     conversation_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Runs hold their directory's lock shared; disposing the instance needs it exclusively, so an
+    /// instance is never disposed under a run (a dispose decided a moment ago would abort it).
+    directory_locks: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
     instances: Mutex<BTreeSet<String>>,
     disposed: AtomicBool,
     max_retries: u32,
@@ -67,6 +70,7 @@ impl OpenCodeRuntime {
             active_runs: Arc::new(AtomicU32::new(0)),
             sessions: Mutex::new(HashMap::new()),
             conversation_locks: Mutex::new(HashMap::new()),
+            directory_locks: Mutex::new(HashMap::new()),
             instances: Mutex::new(BTreeSet::new()),
             disposed: AtomicBool::new(false),
             max_retries: MAX_PROVIDER_RETRIES,
@@ -160,6 +164,10 @@ impl OpenCodeRuntime {
         self.conversation_locks.lock().unwrap().entry(conversation_id.into()).or_default().clone()
     }
 
+    fn directory_lock(&self, directory: &str) -> Arc<tokio::sync::RwLock<()>> {
+        self.directory_locks.lock().unwrap().entry(directory.into()).or_default().clone()
+    }
+
     fn touch_instance(&self, directory: &str) {
         self.instances.lock().unwrap().insert(directory.into());
     }
@@ -194,7 +202,13 @@ impl OpenCodeRuntime {
     }
 
     /// Free a project's instance inside the runtime (OpenCode never does this by itself).
+    /// Skipped while a run uses the directory: it will be idle again later.
     pub async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
+        let lock = self.directory_lock(space.root_str());
+        let Ok(_exclusive) = lock.try_write() else {
+            tracing::debug!(directory = space.root_str(), "instance busy; not disposed");
+            return Ok(());
+        };
         let live = self.live.lock().await.clone();
         if let Some(live) = live {
             live.client.dispose_instance(space.root_str()).await.map_err(|e| RuntimeError::Api(e.to_string()))?;
@@ -252,6 +266,8 @@ impl OpenCodeRuntime {
             g = lock.lock() => g,
             _ = cancel.cancelled() => return fail("Cancelled.".into()),
         };
+        let directory_lock = self.directory_lock(request.space.root_str());
+        let _in_directory = directory_lock.read().await;
         let session = match self.session_for(&live, &request.conversation_id, &request.space).await {
             Ok(s) => s,
             Err(e) => return fail(e.to_string()),
@@ -388,6 +404,8 @@ impl AgentRuntime for SharedOpenCode {
         let live = rt.ensure_live().await?;
         let lock = rt.conversation_lock(&request.conversation_id);
         let _g = lock.lock().await;
+        let directory_lock = rt.directory_lock(&session.directory);
+        let _in_directory = directory_lock.read().await;
         let _active = ActiveRun::new(rt.active_runs.clone());
         let provider = profile.provider_id();
         let call = live.client.summarize(&session.directory, &session.id, &provider, &profile.model);
@@ -449,6 +467,13 @@ impl AgentRuntime for SharedOpenCode {
             tracing::info!(pid = live.server.pid, "runtime stopped");
         }
         *rt.info.lock().unwrap() = None;
+    }
+}
+
+#[async_trait::async_trait]
+impl ProcessRuntime for SharedOpenCode {
+    async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
+        self.0.dispose_instance(space).await
     }
 }
 

@@ -1,0 +1,84 @@
+//! Shared by the integration tests that drive the real runtime binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use hearth_core::executable::ProbeEnv;
+use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
+use hearth_core::opencode::locate::{self, LocateInputs};
+use hearth_core::ripgrep::{self, RgInputs};
+use hearth_core::scripted_model::ScriptedModelServer;
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The pinned runtime binary and the folder holding `rg`. In CI a missing one FAILS the test;
+/// elsewhere the test says so and is not run.
+pub async fn require_runtime() -> Option<(PathBuf, PathBuf)> {
+    let scratch = tempfile::tempdir().unwrap();
+    let env = ProbeEnv { scratch_home: scratch.path().into() };
+    let oc = locate::locate(&LocateInputs { anchors: vec![workspace_root()], ..Default::default() }, &env).await;
+    let rg = ripgrep::locate(&RgInputs::from_process(None, None), &env).await;
+    match (oc, rg) {
+        (Ok(oc), Ok(rg)) => Some((oc.path, rg.path.parent().unwrap().to_path_buf())),
+        (oc, rg) => {
+            let why = format!("runtime: {:?}; rg: {:?}", oc.err().map(|e| e.to_string()), rg.err().map(|e| e.to_string()));
+            if std::env::var_os("CI").is_some() {
+                panic!("the real runtime is required in CI: {why}");
+            }
+            eprintln!("NOT RUN (no CI): {why}. Run scripts/setup.sh.");
+            None
+        }
+    }
+}
+
+pub const PROFILE_ID: &str = "scripted";
+
+/// A runtime configuration whose one profile is the scripted model server.
+pub fn config_for(binary: PathBuf, rg_dir: PathBuf, model: &ScriptedModelServer, image_input: bool) -> RuntimeConfig {
+    RuntimeConfig {
+        binary,
+        rg_dir: Some(rg_dir),
+        profiles: vec![ModelProfile {
+            id: PROFILE_ID.into(),
+            name: "Built-in scripted model".into(),
+            protocol: Protocol::OpenAiChatCompletions,
+            base_url: model.base_url(),
+            model: model.model_id().into(),
+            authentication: Authentication::ApiKey(model.api_key().into()),
+            image_input,
+        }],
+        default_profile: PROFILE_ID.into(),
+        plugins: vec![],
+        mcp: Default::default(),
+        skills_paths: vec![],
+    }
+}
+
+/// Is `pid` a live process (zombies count as gone: PID 1 here does not reap)?
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+        .unwrap_or(false)
+}
+
+/// Wait up to `secs` for `pid` to be gone.
+pub async fn gone_within(pid: u32, secs: u64) -> bool {
+    for _ in 0..secs * 10 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    !alive(pid)
+}
+
+/// A small PNG, distinct per `width`.
+pub fn png(width: u32) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    image::RgbaImage::from_pixel(width, 1, image::Rgba([200, 80, 20, 255]))
+        .write_to(&mut out, image::ImageFormat::Png)
+        .unwrap();
+    out.into_inner()
+}
