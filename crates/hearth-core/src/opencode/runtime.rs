@@ -193,6 +193,12 @@ impl OpenCodeRuntime {
         Ok(id)
     }
 
+    /// An HTTP client for the running server (launching it if needed), for diagnostics and
+    /// benchmarks that talk to the runtime directly. Its Debug output hides the password.
+    pub async fn client(&self) -> Result<Client, RuntimeError> {
+        Ok(self.ensure_live().await?.client.clone())
+    }
+
     /// Make the project's instance inside the runtime now, so the first prompt does not pay for it.
     pub async fn warm(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
         let live = self.ensure_live().await?;
