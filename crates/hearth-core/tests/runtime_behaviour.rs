@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol};
-use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::opencode::runtime::{OpenCodeRuntime, OutsideProject, SharedOpenCode};
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, HoldRule, Reply, Script, ScriptedModelServer};
 use hearth_core::space::{resolve_local, ExecutionSpace};
@@ -137,6 +137,31 @@ async fn the_real_runtime_handles_bad_input_and_user_actions() {
     std::fs::remove_dir(&doomed).unwrap();
     let events = collect(&rt, request("doomed", "hello", &doomed_space), CancellationToken::new()).await;
     assert!(matches!(last(&events), RuntimeEvent::Error { message } if message.contains("is gone")), "{events:?}");
+
+    // 7. With the "ask" policy, the same reach outside is surfaced and answered by the user.
+    let asking = SharedOpenCode(OpenCodeRuntime::with_policy(
+        rt.0.config().clone(),
+        tmp.path().join("rt-ask"),
+        OutsideProject::Ask,
+    ));
+    let mut stream = asking.run(request("asking", "OUTSIDE: read a system file", &space), CancellationToken::new());
+    let mut events = Vec::new();
+    let answered = tokio::time::timeout(RUN_TIMEOUT, async {
+        while let Some(ev) = stream.next().await {
+            if let RuntimeEvent::PermissionAsked { permission_id, permission, .. } = &ev {
+                assert_eq!(permission, "external_directory");
+                asking.reply_permission(&space, permission_id, PermissionReply::Once).await.unwrap();
+            }
+            events.push(ev);
+        }
+    })
+    .await;
+    assert!(answered.is_ok(), "run did not finish after the permission was answered: {events:?}");
+    assert!(events.iter().any(|e| matches!(e, RuntimeEvent::PermissionAsked { .. })), "{events:?}");
+    let read_ok = events.iter().any(|e| matches!(e, RuntimeEvent::ToolFinished { tool, error: None, .. } if tool == "read"));
+    assert!(read_ok, "after `once`, the read went through: {events:?}");
+    assert!(matches!(last(&events), RuntimeEvent::Done { .. }), "{events:?}");
+    asking.dispose().await;
 
     // The runtime kept running through all of it, in one process.
     assert!(rt.test_connection().await.unwrap().healthy);

@@ -41,8 +41,30 @@ struct NativeSession {
     directory: String,
 }
 
+/// What happens when the agent reaches outside its project folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum OutsideProject {
+    /// Refused by the session's ruleset: the agent stays inside its project, nobody is asked.
+    #[default]
+    Deny,
+    /// The runtime asks; the run surfaces `PermissionAsked` and waits for `reply_permission`.
+    Ask,
+}
+
+impl OutsideProject {
+    fn ruleset(self) -> Value {
+        let action = match self {
+            OutsideProject::Deny => "deny",
+            OutsideProject::Ask => "ask",
+        };
+        json!([{ "permission": "external_directory", "pattern": "*", "action": action }])
+    }
+}
+
 pub struct OpenCodeRuntime {
     config: RuntimeConfig,
+    outside_project: OutsideProject,
     root: PathBuf,
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
     info: Mutex<Option<(u32, String, String)>>,
@@ -61,8 +83,14 @@ pub struct OpenCodeRuntime {
 impl OpenCodeRuntime {
     /// `root` is the runtime's private folder (its HOME, database and config live there).
     pub fn new(config: RuntimeConfig, root: PathBuf) -> Arc<Self> {
+        Self::with_policy(config, root, OutsideProject::default())
+    }
+
+    /// As `new`, with an explicit policy for paths outside the project.
+    pub fn with_policy(config: RuntimeConfig, root: PathBuf, outside_project: OutsideProject) -> Arc<Self> {
         Arc::new(Self {
             config,
+            outside_project,
             root,
             live: tokio::sync::Mutex::new(None),
             info: Mutex::new(None),
@@ -180,7 +208,7 @@ impl OpenCodeRuntime {
                 return Ok(s.id.clone());
             }
         }
-        let permission = json!([{ "permission": "external_directory", "pattern": "*", "action": "deny" }]);
+        let permission = self.outside_project.ruleset();
         let id = live
             .client
             .create_session(space.root_str(), &format!("Hearth {conversation_id}"), &permission)
