@@ -1,0 +1,34 @@
+// Markdown for assistant replies: GitHub-flavoured, code highlighted, and sanitised — a reply is
+// model output, so it is untrusted HTML until DOMPurify says otherwise.
+import { Marked } from "marked";
+import DOMPurify from "dompurify";
+import hljs from "highlight.js/lib/common";
+
+/** Replies longer than this are shown as plain text: highlighting megabytes would freeze the UI. */
+export const MAX_MARKDOWN_CHARS = 400_000;
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+}
+
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  renderer: {
+    code({ text, lang }) {
+      const language = lang && hljs.getLanguage(lang) ? lang : undefined;
+      const html = language ? hljs.highlight(text, { language }).value : escapeHtml(text);
+      const label = language ? `<span class="code-lang">${escapeHtml(language)}</span>` : "";
+      return `<pre class="code">${label}<code class="hljs${language ? ` language-${language}` : ""}">${html}</code></pre>`;
+    },
+  },
+});
+
+/** Safe HTML for a reply. Links open nothing inside the app window (the shell opens none). */
+export function renderMarkdown(source: string): string {
+  if (source.length > MAX_MARKDOWN_CHARS) {
+    return `<pre class="plain">${escapeHtml(source)}</pre>`;
+  }
+  const html = marked.parse(source, { async: false }) as string;
+  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "input"], FORBID_ATTR: ["style"] });
+}
