@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol};
-use hearth_core::opencode::runtime::{OpenCodeRuntime, OutsideProject, SharedOpenCode};
+use hearth_core::opencode::runtime::{OpenCodeRuntime, OutsideProject, RuntimeOptions, SharedOpenCode};
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, HoldRule, Reply, Script, ScriptedModelServer};
 use hearth_core::space::{resolve_local, ExecutionSpace};
@@ -139,10 +139,10 @@ async fn the_real_runtime_handles_bad_input_and_user_actions() {
     assert!(matches!(last(&events), RuntimeEvent::Error { message } if message.contains("is gone")), "{events:?}");
 
     // 7. With the "ask" policy, the same reach outside is surfaced and answered by the user.
-    let asking = SharedOpenCode(OpenCodeRuntime::with_policy(
+    let asking = SharedOpenCode(OpenCodeRuntime::with_options(
         rt.0.config().clone(),
         tmp.path().join("rt-ask"),
-        OutsideProject::Ask,
+        RuntimeOptions { outside_project: OutsideProject::Ask, ..Default::default() },
     ));
     let mut stream = asking.run(request("asking", "OUTSIDE: read a system file", &space), CancellationToken::new());
     let mut events = Vec::new();

@@ -61,6 +61,8 @@ pub struct LaunchSpec {
     /// Files to write (0600) before launch: API keys referenced by `{file:…}` in the config.
     pub secret_files: Vec<(PathBuf, String)>,
     pub listen_timeout: Duration,
+    /// Where the process is recorded for the start-up sweep (`records`), if anywhere.
+    pub records_dir: Option<PathBuf>,
 }
 
 /// The bounded tail of the runtime's output.
@@ -91,6 +93,7 @@ pub struct Server {
     pub password: String,
     pub started: Instant,
     pub tail: Arc<OutputTail>,
+    records_dir: Option<PathBuf>,
     child: tokio::sync::Mutex<Child>,
 }
 
@@ -115,6 +118,9 @@ impl Server {
         if matches!(child.try_wait(), Ok(Some(_))) {
             // The leader is gone; children left in its group still get the kill below.
             kill_group(pgid, libc::SIGKILL);
+            if let Some(dir) = &self.records_dir {
+                super::records::remove(dir, self.pid);
+            }
             return;
         }
         kill_group(pgid, libc::SIGTERM);
@@ -123,6 +129,9 @@ impl Server {
         }
         kill_group(pgid, libc::SIGKILL);
         let _ = child.wait().await;
+        if let Some(dir) = &self.records_dir {
+            super::records::remove(dir, self.pid);
+        }
     }
 }
 
@@ -245,6 +254,11 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
     let mut child = spawn_on_launcher(build_command(spec, &password))
         .map_err(|source| LaunchError::Spawn { binary: spec.binary.clone(), source })?;
     let pid = child.id().unwrap_or_default();
+    if let Some(dir) = &spec.records_dir {
+        if let Err(e) = super::records::write(dir, pid, &spec.binary) {
+            tracing::warn!(error = %e, "could not record the runtime process for the start-up sweep");
+        }
+    }
     let tail = Arc::new(OutputTail::default());
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(pump(child.stdout.take().expect("piped"), tail.clone(), Some(url_tx)));
@@ -262,7 +276,15 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
             tail: String::new(),
         })),
     };
-    let server = Server { pid, base_url: String::new(), password, started: Instant::now(), tail, child: tokio::sync::Mutex::new(child) };
+    let server = Server {
+        pid,
+        base_url: String::new(),
+        password,
+        started: Instant::now(),
+        tail,
+        records_dir: spec.records_dir.clone(),
+        child: tokio::sync::Mutex::new(child),
+    };
     match outcome {
         Ok(base_url) => {
             tracing::info!(pid, %base_url, "runtime listening");
@@ -326,6 +348,7 @@ mod tests {
             config: serde_json::json!({"a": 1}),
             secret_files: vec![(dir.join("root/secrets/k.key"), "sk-1".into())],
             listen_timeout: timeout,
+            records_dir: Some(dir.join("records")),
         }
     }
 
@@ -358,8 +381,11 @@ mod tests {
         assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
         let pid = server.pid;
         assert!(alive(pid));
+        let record = tmp.path().join(format!("records/runtime-{pid}.json"));
+        assert!(record.exists(), "running runtime is recorded for the start-up sweep");
         server.stop().await;
         assert!(!alive(pid));
+        assert!(!record.exists(), "a cleanly stopped runtime is forgotten");
     }
 
     #[tokio::test]

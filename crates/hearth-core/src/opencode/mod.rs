@@ -6,6 +6,7 @@ pub mod config;
 pub mod events;
 pub mod launch;
 pub mod locate;
+pub mod records;
 pub mod runtime;
 pub mod turn;
 

@@ -62,9 +62,17 @@ impl OutsideProject {
     }
 }
 
+/// How a runtime process is run, beyond its configuration (these do not change its key).
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    pub outside_project: OutsideProject,
+    /// Where launched processes are recorded for the start-up sweep.
+    pub records_dir: Option<PathBuf>,
+}
+
 pub struct OpenCodeRuntime {
     config: RuntimeConfig,
-    outside_project: OutsideProject,
+    options: RuntimeOptions,
     root: PathBuf,
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
     info: Mutex<Option<(u32, String, String)>>,
@@ -83,14 +91,13 @@ pub struct OpenCodeRuntime {
 impl OpenCodeRuntime {
     /// `root` is the runtime's private folder (its HOME, database and config live there).
     pub fn new(config: RuntimeConfig, root: PathBuf) -> Arc<Self> {
-        Self::with_policy(config, root, OutsideProject::default())
+        Self::with_options(config, root, RuntimeOptions::default())
     }
 
-    /// As `new`, with an explicit policy for paths outside the project.
-    pub fn with_policy(config: RuntimeConfig, root: PathBuf, outside_project: OutsideProject) -> Arc<Self> {
+    pub fn with_options(config: RuntimeConfig, root: PathBuf, options: RuntimeOptions) -> Arc<Self> {
         Arc::new(Self {
             config,
-            outside_project,
+            options,
             root,
             live: tokio::sync::Mutex::new(None),
             info: Mutex::new(None),
@@ -158,6 +165,7 @@ impl OpenCodeRuntime {
             config: self.config.to_opencode_json(&secrets),
             secret_files,
             listen_timeout: launch::LISTEN_TIMEOUT,
+            records_dir: self.options.records_dir.clone(),
         };
         self.launches.fetch_add(1, Ordering::SeqCst);
         let server = launch::launch(&spec).await.map_err(|e| RuntimeError::Launch(e.to_string()))?;
@@ -208,7 +216,7 @@ impl OpenCodeRuntime {
                 return Ok(s.id.clone());
             }
         }
-        let permission = self.outside_project.ruleset();
+        let permission = self.options.outside_project.ruleset();
         let id = live
             .client
             .create_session(space.root_str(), &format!("Hearth {conversation_id}"), &permission)
