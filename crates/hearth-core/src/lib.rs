@@ -9,4 +9,5 @@ pub mod paths;
 pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;
+pub mod secrets;
 pub mod space;
