@@ -11,3 +11,4 @@ pub mod runtime;
 pub mod scripted_model;
 pub mod secrets;
 pub mod space;
+pub mod store;
