@@ -10,4 +10,6 @@ pub mod paths;
 pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;
+pub mod secrets;
 pub mod space;
+pub mod store;

@@ -1,0 +1,243 @@
+//! The database schema as an ordered list of named migrations. `PRAGMA user_version` records how many
+//! have run; each runs in its own transaction together with the version bump, so a failed step leaves
+//! the file exactly as it was. Never edit a released step: add a new one at the end.
+
+use rusqlite::Connection;
+
+use super::error::{StoreError, StoreResult};
+
+/// One schema step.
+pub struct Migration {
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every step, oldest first. The schema version of a file is the number of steps applied to it.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        name: "create_chat_tables",
+        sql: "
+            CREATE TABLE projects (
+                id             TEXT PRIMARY KEY,
+                name           TEXT NOT NULL,
+                path           TEXT NOT NULL UNIQUE,
+                added_at       INTEGER NOT NULL,
+                last_opened_at INTEGER NOT NULL
+            );
+            CREATE TABLE conversations (
+                id                TEXT PRIMARY KEY,
+                project_id        TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+                title             TEXT NOT NULL,
+                created_at        INTEGER NOT NULL,
+                updated_at        INTEGER NOT NULL,
+                native_session_id TEXT
+            );
+            CREATE INDEX conversations_by_project ON conversations(project_id, updated_at);
+            -- seq orders a conversation's messages by insertion, stable across VACUUM.
+            CREATE TABLE messages (
+                seq             INTEGER PRIMARY KEY,
+                id              TEXT NOT NULL UNIQUE,
+                conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                role            TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+                text            TEXT NOT NULL,
+                status          TEXT NOT NULL,
+                error           TEXT,
+                created_at      INTEGER NOT NULL,
+                updated_at      INTEGER NOT NULL
+            );
+            CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
+            CREATE INDEX messages_by_status ON messages(status);
+            CREATE TABLE tool_calls (
+                seq        INTEGER PRIMARY KEY,
+                message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                call_id    TEXT NOT NULL,
+                tool       TEXT NOT NULL,
+                input      TEXT NOT NULL,
+                output     TEXT,
+                error      TEXT,
+                status     TEXT NOT NULL,
+                UNIQUE (message_id, call_id)
+            );
+            CREATE TABLE attachments (
+                id            TEXT PRIMARY KEY,
+                message_id    TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                position      INTEGER NOT NULL,
+                name          TEXT NOT NULL,
+                media_type    TEXT NOT NULL,
+                bytes_len     INTEGER NOT NULL,
+                stored_path   TEXT NOT NULL,
+                thumbnail_png BLOB
+            );
+            CREATE INDEX attachments_by_message ON attachments(message_id, position);
+        ",
+    },
+    Migration {
+        name: "create_settings_tables",
+        sql: "
+            CREATE TABLE model_profiles (
+                id          TEXT PRIMARY KEY,
+                name        TEXT NOT NULL,
+                protocol    TEXT NOT NULL,
+                base_url    TEXT NOT NULL,
+                model       TEXT NOT NULL,
+                image_input INTEGER NOT NULL,
+                builtin     INTEGER NOT NULL DEFAULT 0,
+                created_at  INTEGER NOT NULL
+            );
+            CREATE TABLE mcp_servers (
+                id                  TEXT PRIMARY KEY,
+                name                TEXT NOT NULL,
+                command             TEXT NOT NULL,
+                args                TEXT NOT NULL,
+                env_keys            TEXT NOT NULL,
+                enabled             INTEGER NOT NULL,
+                allow_dynamic_tools INTEGER NOT NULL,
+                assigned_runtimes   TEXT NOT NULL,
+                created_at          INTEGER NOT NULL
+            );
+            CREATE TABLE app_settings (
+                key   TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            );
+        ",
+    },
+    Migration {
+        name: "add_conversation_settings_and_usage",
+        sql: "
+            ALTER TABLE conversations ADD COLUMN profile_id TEXT REFERENCES model_profiles(id) ON DELETE SET NULL;
+            ALTER TABLE conversations ADD COLUMN work_mode TEXT NOT NULL DEFAULT 'execute';
+            ALTER TABLE conversations ADD COLUMN library_ids TEXT NOT NULL DEFAULT '[]';
+            ALTER TABLE conversations ADD COLUMN compacted_at INTEGER;
+            ALTER TABLE messages ADD COLUMN input_tokens INTEGER;
+            ALTER TABLE messages ADD COLUMN output_tokens INTEGER;
+            ALTER TABLE messages ADD COLUMN reasoning_tokens INTEGER;
+            ALTER TABLE messages ADD COLUMN cache_read_tokens INTEGER;
+        ",
+    },
+];
+
+/// The version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// Bring the file up to `upto` steps (normally all of them; tests stop early to make old files).
+pub(crate) fn migrate_to(conn: &mut Connection, upto: usize) -> StoreResult<()> {
+    let found = schema_version(conn)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+    }
+    for (index, step) in MIGRATIONS.iter().enumerate().take(upto).skip(found as usize) {
+        let version = index as i64 + 1;
+        let run = |conn: &mut Connection| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            tx.execute_batch(step.sql)?;
+            // user_version lives in the file header, which the transaction covers.
+            tx.pragma_update(None, "user_version", version)?;
+            tx.commit()
+        };
+        run(conn).map_err(|source| StoreError::Migration { step: step.name, source })?;
+        tracing::info!(step = step.name, version, "database migrated");
+    }
+    Ok(())
+}
+
+pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::WorkMode;
+    use crate::store::test_support::{open_at, project_dir};
+    use crate::store::MessageStatus;
+
+    /// A file as the first release wrote it: only step 1, with a project, a conversation and a
+    /// message in it.
+    fn write_v1_file(db: &std::path::Path, project_path: &str) {
+        let mut conn = Connection::open(db).unwrap();
+        migrate_to(&mut conn, 1).unwrap();
+        assert_eq!(schema_version(&conn).unwrap(), 1);
+        conn.execute_batch(&format!(
+            "INSERT INTO projects VALUES ('p1', 'Old project', '{project_path}', 10, 20);
+             INSERT INTO conversations VALUES ('c1', 'p1', 'Old talk', 30, 40, 'ses_old');
+             INSERT INTO messages (id, conversation_id, role, text, status, error, created_at, updated_at)
+                 VALUES ('m1', 'c1', 'user', 'hello from v1', 'done', NULL, 30, 30);
+             INSERT INTO tool_calls (message_id, call_id, tool, input, output, error, status)
+                 VALUES ('m1', 'call_1', 'read', '{{\"path\":\"a.txt\"}}', 'contents', NULL, 'done');"
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn an_old_file_is_migrated_and_keeps_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = project_dir(dir.path(), "old");
+        let db = dir.path().join("hearth.sqlite3");
+        write_v1_file(&db, project.to_str().unwrap());
+
+        let store = open_at(dir.path());
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+
+        let projects = store.list_projects().unwrap();
+        assert_eq!(projects.len(), 1);
+        assert_eq!(projects[0].name, "Old project");
+        let conversations = store.list_conversations("p1").unwrap();
+        assert_eq!(conversations.len(), 1);
+        let c = &conversations[0];
+        assert_eq!((c.title.as_str(), c.native_session_id.as_deref()), ("Old talk", Some("ses_old")));
+        // Columns added later take their defaults on old rows.
+        assert_eq!((c.work_mode, c.library_ids.len(), c.compacted_at, c.profile_id.as_ref()), (WorkMode::Execute, 0, None, None));
+
+        let messages = store.list_messages("c1").unwrap();
+        assert_eq!(messages.len(), 1);
+        assert_eq!((messages[0].text.as_str(), messages[0].status), ("hello from v1", MessageStatus::Done));
+        assert_eq!(messages[0].tool_calls[0].output.as_deref(), Some("contents"));
+        assert_eq!(messages[0].usage, None);
+
+        // And the migrated file takes new data of every kind.
+        store.set_work_mode("c1", WorkMode::Ask).unwrap();
+        assert!(!store.list_profiles().unwrap().is_empty(), "the built-in profile is seeded into old files too");
+    }
+
+    #[test]
+    fn a_file_from_a_newer_hearth_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("hearth.sqlite3");
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        }
+        let err = crate::store::Store::open(&db, crate::store::test_support::secrets(dir.path())).unwrap_err();
+        assert!(err.to_string().contains("newer version of Hearth"), "{err}");
+        let conn = Connection::open(&db).unwrap();
+        assert_eq!(schema_version(&conn).unwrap(), SCHEMA_VERSION + 1);
+    }
+
+    #[test]
+    fn a_failing_step_rolls_back_to_the_previous_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("x.sqlite3")).unwrap();
+        migrate_to(&mut conn, 1).unwrap();
+        // Sabotage step 2: its table already exists.
+        conn.execute_batch("CREATE TABLE mcp_servers (id TEXT)").unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(err.to_string().contains("create_settings_tables") && err.to_string().contains("left as it was"), "{err}");
+        assert_eq!(schema_version(&conn).unwrap(), 1);
+        let model_profiles: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'model_profiles'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(model_profiles, 0, "half a step must not remain");
+    }
+
+    #[test]
+    fn every_step_has_a_distinct_name() {
+        let mut names: Vec<_> = MIGRATIONS.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), MIGRATIONS.len());
+    }
+}
