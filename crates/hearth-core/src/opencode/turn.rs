@@ -77,11 +77,9 @@ impl Turn {
                     self.error.get_or_insert_with(|| error_sentence(&Value::Object(err.clone())));
                 }
             }
-            "message.part.delta" => {
-                if p["field"] == "text" && !self.user_messages.contains(p["messageID"].as_str().unwrap_or("")) {
-                    let part = p["partID"].as_str().unwrap_or("").to_string();
-                    self.push_text(&part, p["delta"].as_str().unwrap_or(""), &mut up.events);
-                }
+            "message.part.delta" if p["field"] == "text" && !self.user_messages.contains(p["messageID"].as_str().unwrap_or("")) => {
+                let part = p["partID"].as_str().unwrap_or("").to_string();
+                self.push_text(&part, p["delta"].as_str().unwrap_or(""), &mut up.events);
             }
             "message.part.updated" => self.on_part(&p["part"], &mut up),
             "permission.asked" => up.events.push(RuntimeEvent::PermissionAsked {
