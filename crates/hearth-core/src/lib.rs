@@ -6,6 +6,7 @@ pub mod executable;
 pub mod logging;
 pub mod opencode;
 pub mod paths;
+pub mod procinfo;
 pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;
