@@ -7,6 +7,7 @@ pub mod images;
 pub mod logging;
 pub mod opencode;
 pub mod paths;
+pub mod procinfo;
 pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;

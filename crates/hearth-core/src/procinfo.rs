@@ -1,0 +1,106 @@
+//! Resident memory of a process and its descendants, read from `/proc` (Linux). The runtime may
+//! spawn children (local MCP servers, LSPs), so the memory it costs is the whole tree's, not just
+//! its leader's. Used by the diagnostics panel and the runtime benchmark.
+
+use std::io;
+
+/// `/proc/<pid>/status` reports VmRSS in kB (KiB).
+const BYTES_PER_KIB: u64 = 1024;
+
+/// Resident memory of one process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeRss {
+    /// Sum of VmRSS over the root and every live descendant. Pages shared between them are counted
+    /// once per process, so this is an upper bound (children here share little with the runtime).
+    pub bytes: u64,
+    /// How many processes were summed (the root included).
+    pub processes: u32,
+}
+
+/// VmRSS of `pid` in bytes; `Ok(0)` for a zombie (it has no memory left).
+pub fn rss_bytes(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(parse_vm_rss_kib(&status).unwrap_or(0) * BYTES_PER_KIB)
+}
+
+/// Every live descendant of `pid` (children, grandchildren, …), found by parent links in
+/// `/proc/*/stat`: works without `CONFIG_PROC_CHILDREN`.
+pub fn descendants(pid: u32) -> io::Result<Vec<u32>> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(child) = entry?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        // A process can exit between listing and reading: skip it.
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) {
+            if let Some(ppid) = parse_ppid(&stat) {
+                parents.push((child, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(child, ppid) in &parents {
+            if ppid == parent && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Resident memory of `pid` plus its descendants. Fails only if `pid` itself cannot be read.
+pub fn tree_rss(pid: u32) -> io::Result<TreeRss> {
+    let mut bytes = rss_bytes(pid)?;
+    let mut processes = 1;
+    for child in descendants(pid)? {
+        // A descendant that exited meanwhile costs nothing any more.
+        if let Ok(b) = rss_bytes(child) {
+            bytes += b;
+            processes += 1;
+        }
+    }
+    Ok(TreeRss { bytes, processes })
+}
+
+/// The `VmRSS:` value of a `/proc/<pid>/status` text, in KiB.
+fn parse_vm_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line["VmRSS:".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The parent pid in a `/proc/<pid>/stat` line. The command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its LAST `)`: state, then ppid.
+fn parse_ppid(stat: &str) -> Option<u32> {
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vm_rss_and_ppid() {
+        let status = "Name:\tbun\nVmPeak:\t  900 kB\nVmRSS:\t  312340 kB\nThreads:\t12\n";
+        assert_eq!(parse_vm_rss_kib(status), Some(312_340));
+        assert_eq!(parse_vm_rss_kib("Name:\tzombie\nState:\tZ\n"), None);
+        assert_eq!(parse_ppid("4242 (a) b) c) S 17 4242 4242 0"), Some(17));
+        assert_eq!(parse_ppid("garbage"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reads_a_live_tree_with_its_child() {
+        let me = std::process::id();
+        assert!(rss_bytes(me).unwrap() > 0);
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let found = descendants(me).unwrap();
+        let tree = tree_rss(me).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found.contains(&child.id()), "{found:?} lacks {}", child.id());
+        assert!(tree.processes >= 2 && tree.bytes > 0, "{tree:?}");
+        assert!(rss_bytes(u32::MAX).is_err(), "no such process");
+    }
+}
