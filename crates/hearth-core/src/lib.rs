@@ -1,6 +1,7 @@
 //! Hearth's domain. Nothing here imports Tauri: every part is tested headless and driven by the
 //! desktop shell (`src-tauri`) and the `hearth` CLI alike.
 
+pub mod app;
 pub mod doctor;
 pub mod executable;
 pub mod images;

@@ -1,0 +1,232 @@
+//! One turn of a conversation, end to end: the user's message is stored before anything is sent,
+//! the reply streams into the store and to the window, and a failure ends the turn with a sentence
+//! while keeping everything the user wrote.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{ConversationEvent, ConversationEventKind};
+use super::{blocking, AppError, AppResult, Hearth, Turn};
+use crate::images::PreparedImage;
+use crate::runtime::*;
+use crate::space;
+use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
+
+impl Hearth {
+    fn emit(&self, conversation_id: &str, kind: ConversationEventKind) {
+        self.events.conversation(ConversationEvent { conversation_id: conversation_id.into(), kind });
+    }
+
+    /// Send a message: store it, start the reply, return the stored user message at once. The reply
+    /// streams as events.
+    pub async fn send_message(self: &Arc<Self>, conversation_id: &str, text: String, attachment_ids: Vec<String>) -> AppResult<Message> {
+        if self.turns.lock().unwrap().contains_key(conversation_id) {
+            return Err(AppError::Busy);
+        }
+        let cid = conversation_id.to_string();
+        let (conversation, project, profiles, settings) = blocking(&self.store, move |s| {
+            let c = s.get_conversation(&cid)?;
+            let p = s.get_project(&c.project_id)?;
+            Ok((c, p, s.list_profiles()?, s.app_settings()?))
+        })
+        .await?;
+        let space = space::resolve_local(&project.path)?;
+        if !attachment_ids.is_empty() {
+            let profile_id = conversation.profile_id.clone().or(settings.default_profile_id.clone());
+            let profile = profiles.iter().find(|p| Some(&p.id) == profile_id.as_ref()).or(profiles.first());
+            if let Some(p) = profile.filter(|p| !p.image_input) {
+                return Err(AppError::NoImageInput(p.name.clone()));
+            }
+        }
+        let images = self.take_staged(&attachment_ids)?;
+        let attachments = self.save_attachments(conversation_id, &images).await?;
+
+        let cid = conversation_id.to_string();
+        let (user, reply) = blocking(&self.store, move |s| {
+            let user = s.add_user_message(&cid, &text, attachments)?;
+            let reply = s.begin_assistant_message(&cid)?;
+            Ok((user, reply))
+        })
+        .await?;
+        self.emit(conversation_id, ConversationEventKind::MessageStored { message: user.clone() });
+        self.emit(conversation_id, ConversationEventKind::MessageStored { message: reply.clone() });
+
+        let cancel = CancellationToken::new();
+        {
+            let mut turns = self.turns.lock().unwrap();
+            if turns.contains_key(conversation_id) {
+                return Err(AppError::Busy);
+            }
+            turns.insert(conversation_id.into(), Turn { cancel: cancel.clone() });
+        }
+        let request = RunRequest {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            conversation_id: conversation_id.into(),
+            prompt: user.text.clone(),
+            work_mode: conversation.work_mode,
+            images: images.into_iter().map(image_input).collect(),
+            profile_id: conversation.profile_id.clone(),
+            space,
+        };
+        let me = self.clone();
+        let (user_id, reply_id, native) = (user.id.clone(), reply.id.clone(), conversation.native_session_id.clone());
+        tokio::spawn(async move {
+            let cid = request.conversation_id.clone();
+            me.drive_turn(request, native, &user_id, &reply_id, cancel).await;
+            me.turns.lock().unwrap().remove(&cid);
+            let rid = reply_id.clone();
+            if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {
+                me.emit(&cid, ConversationEventKind::TurnFinished { message });
+            }
+        });
+        Ok(user)
+    }
+
+    async fn drive_turn(&self, request: RunRequest, native: Option<String>, user_id: &str, reply_id: &str, cancel: CancellationToken) {
+        let cid = request.conversation_id.clone();
+        let fail = |message: String, status: MessageStatus| {
+            let (s, rid, uid) = (self.store.clone(), reply_id.to_string(), user_id.to_string());
+            async move {
+                let _ = blocking(&s, move |s| {
+                    s.set_status(&uid, if status == MessageStatus::Cancelled { MessageStatus::Cancelled } else { MessageStatus::Error })?;
+                    s.finish(&rid, status, Some(&message))
+                })
+                .await;
+            }
+        };
+        let (facade, owner) = match self.runtime_for(&request.space).await {
+            Ok(r) => r,
+            Err(e) => return fail(e.to_string(), MessageStatus::Error).await,
+        };
+        if let Some(session) = native {
+            if owner.native_session(&cid).is_none() {
+                owner.restore_session(&cid, &session, &request.space);
+            }
+        }
+        let _ = blocking(&self.store, {
+            let uid = user_id.to_string();
+            move |s| s.set_status(&uid, MessageStatus::Sending)
+        })
+        .await;
+        let mut stream = facade.run(request, cancel);
+        while let Some(event) = stream.next().await {
+            let stored = self.store_event(&cid, user_id, reply_id, &event);
+            if let Err(e) = stored {
+                tracing::warn!(error = %e, "could not store a reply event");
+            }
+            let terminal = event.is_terminal();
+            self.emit(&cid, ConversationEventKind::Runtime { message_id: reply_id.into(), event });
+            if terminal {
+                break;
+            }
+        }
+    }
+
+    /// Persist one runtime event of a reply. Cheap calls (buffered text) run inline.
+    fn store_event(&self, conversation_id: &str, user_id: &str, reply_id: &str, event: &RuntimeEvent) -> Result<(), crate::store::StoreError> {
+        let s = &self.store;
+        match event {
+            RuntimeEvent::Session { native_session_id } => {
+                s.set_native_session(conversation_id, Some(native_session_id))?;
+                s.set_status(user_id, MessageStatus::Done)
+            }
+            RuntimeEvent::TextDelta { text } => s.append_text(reply_id, text),
+            RuntimeEvent::ToolStarted { call_id, tool, input } => s.upsert_tool_call(
+                reply_id,
+                &ToolCall { call_id: call_id.clone(), tool: tool.clone(), input: input.clone(), output: None, error: None, status: ToolCallStatus::Running },
+            ),
+            RuntimeEvent::ToolFinished { call_id, tool, input, output, error } => s.upsert_tool_call(
+                reply_id,
+                &ToolCall {
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    input: input.clone(),
+                    output: Some(output.clone()),
+                    error: error.clone(),
+                    status: if error.is_some() { ToolCallStatus::Error } else { ToolCallStatus::Done },
+                },
+            ),
+            RuntimeEvent::Usage(u) => s.set_usage(reply_id, u),
+            RuntimeEvent::Error { message } => {
+                let status = if message == "Cancelled." { MessageStatus::Cancelled } else { MessageStatus::Error };
+                s.finish(reply_id, status, Some(message))
+            }
+            RuntimeEvent::Done { .. } => s.finish(reply_id, MessageStatus::Done, None),
+            RuntimeEvent::PermissionAsked { .. } | RuntimeEvent::Retrying { .. } => Ok(()),
+        }
+    }
+
+    /// Stop the running reply of a conversation.
+    pub fn cancel_turn(&self, conversation_id: &str) -> AppResult<()> {
+        let turns = self.turns.lock().unwrap();
+        let turn = turns.get(conversation_id).ok_or(AppError::NotRunning)?;
+        turn.cancel.cancel();
+        Ok(())
+    }
+
+    pub fn is_running(&self, conversation_id: &str) -> bool {
+        self.turns.lock().unwrap().contains_key(conversation_id)
+    }
+
+    /// Compact a conversation natively in the runtime.
+    pub async fn compact_conversation(self: &Arc<Self>, conversation_id: &str) -> AppResult<CompactOutcome> {
+        if self.is_running(conversation_id) {
+            return Err(AppError::Busy);
+        }
+        let cid = conversation_id.to_string();
+        let (conversation, project) = blocking(&self.store, move |s| {
+            let c = s.get_conversation(&cid)?;
+            let p = s.get_project(&c.project_id)?;
+            Ok((c, p))
+        })
+        .await?;
+        let space = space::resolve_local(&project.path)?;
+        let (facade, owner) = self.runtime_for(&space).await?;
+        let session = conversation.native_session_id.clone().ok_or(RuntimeError::NoSession)?;
+        if owner.native_session(conversation_id).is_none() {
+            owner.restore_session(conversation_id, &session, &space);
+        }
+        let outcome = facade
+            .compact_conversation(
+                CompactRequest { request_id: uuid::Uuid::new_v4().to_string(), conversation_id: conversation_id.into(), profile_id: conversation.profile_id, space },
+                CancellationToken::new(),
+            )
+            .await?;
+        if outcome.compacted {
+            let cid = conversation_id.to_string();
+            blocking(&self.store, move |s| s.mark_compacted(&cid)).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Answer a permission request of a running reply.
+    pub async fn reply_permission(&self, conversation_id: &str, permission_id: &str, reply: PermissionReply) -> AppResult<()> {
+        let cid = conversation_id.to_string();
+        let project = blocking(&self.store, move |s| {
+            let c = s.get_conversation(&cid)?;
+            s.get_project(&c.project_id)
+        })
+        .await?;
+        let space = space::resolve_local(&project.path)?;
+        let (facade, _) = self.runtime_for(&space).await?;
+        Ok(facade.reply_permission(&space, permission_id, reply).await?)
+    }
+
+    /// Delete a conversation: stop its turn, forget its runtime session, remove it from the store.
+    pub async fn delete_conversation(&self, conversation_id: &str) -> AppResult<()> {
+        if let Some(turn) = self.turns.lock().unwrap().get(conversation_id) {
+            turn.cancel.cancel();
+        }
+        self.manager.release_conversation(conversation_id).await?;
+        let cid = conversation_id.to_string();
+        blocking(&self.store, move |s| s.delete_conversation(&cid)).await?;
+        let _ = tokio::fs::remove_dir_all(self.attachments_dir().join(conversation_id)).await;
+        Ok(())
+    }
+}
+
+fn image_input(img: PreparedImage) -> ImageInput {
+    ImageInput { name: img.name, media_type: img.media_type, bytes: Arc::new(img.bytes) }
+}

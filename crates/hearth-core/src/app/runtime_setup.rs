@@ -1,0 +1,119 @@
+//! Turning the stored settings into the one runtime configuration: every profile (the built-in
+//! scripted model included, with its live address), the located binaries, and later the gateway.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::executable::ProbeEnv;
+use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
+use crate::opencode::locate::{self, LocateInputs};
+use crate::ripgrep::{self, RgInputs};
+use crate::scripted_model::{Script, ScriptedModelServer};
+use crate::store::{self, Store, BUILTIN_SCRIPTED_BASE_URL};
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum SetupError {
+    #[error("{0}")]
+    Runtime(String),
+    #[error("{0}")]
+    Ripgrep(String),
+    #[error("The built-in scripted model could not start: {0}")]
+    Builtin(String),
+    #[error("{0}")]
+    Store(String),
+}
+
+/// Where to look for the binaries (injected: tests and the installed app differ).
+#[derive(Debug, Clone)]
+pub struct BinaryInputs {
+    pub opencode: LocateInputs,
+    pub ripgrep: RgInputs,
+    pub probe_home: PathBuf,
+}
+
+/// The binaries, checked once and reused until asked to look again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binaries {
+    pub opencode: PathBuf,
+    pub rg_dir: PathBuf,
+}
+
+pub async fn locate_binaries(inputs: &BinaryInputs) -> Result<Binaries, SetupError> {
+    let env = ProbeEnv { scratch_home: inputs.probe_home.clone() };
+    let (oc, rg) = tokio::join!(locate::locate(&inputs.opencode, &env), ripgrep::locate(&inputs.ripgrep, &env));
+    let oc = oc.map_err(|e| SetupError::Runtime(e.to_string()))?;
+    let rg = rg.map_err(|e| SetupError::Ripgrep(e.to_string()))?;
+    let rg_dir = rg.path.parent().map(PathBuf::from).unwrap_or_default();
+    Ok(Binaries { opencode: oc.path, rg_dir })
+}
+
+/// The built-in scripted model server, started on first use and kept for the app's lifetime.
+#[derive(Default)]
+pub struct BuiltinModel(tokio::sync::OnceCell<Arc<ScriptedModelServer>>);
+
+impl BuiltinModel {
+    pub async fn get(&self) -> Result<Arc<ScriptedModelServer>, SetupError> {
+        self.0
+            .get_or_try_init(|| async {
+                ScriptedModelServer::start(Script::default_agent()).map(Arc::new).map_err(|e| SetupError::Builtin(e.to_string()))
+            })
+            .await
+            .cloned()
+    }
+
+    pub fn started(&self) -> Option<Arc<ScriptedModelServer>> {
+        self.0.get().cloned()
+    }
+}
+
+/// The runtime configuration for the stored profiles.
+pub async fn runtime_config(store: &Store, binaries: &Binaries, builtin: &BuiltinModel) -> Result<RuntimeConfig, SetupError> {
+    let s = store.clone();
+    let (profiles, settings) = tokio::task::spawn_blocking(move || -> Result<_, store::StoreError> {
+        let profiles = s.list_profiles()?;
+        let with_keys = profiles
+            .into_iter()
+            .map(|p| {
+                let key = if p.has_api_key { s.profile_api_key(&p.id)? } else { None };
+                Ok((p, key))
+            })
+            .collect::<Result<Vec<_>, store::StoreError>>()?;
+        Ok((with_keys, s.app_settings()?))
+    })
+    .await
+    .map_err(|e| SetupError::Store(e.to_string()))?
+    .map_err(|e| SetupError::Store(e.to_string()))?;
+
+    let mut out = Vec::new();
+    for (p, key) in profiles {
+        let (base_url, authentication) = if p.base_url == BUILTIN_SCRIPTED_BASE_URL {
+            let server = builtin.get().await?;
+            (server.base_url(), Authentication::ApiKey(server.api_key().to_string()))
+        } else {
+            (p.base_url.clone(), key.map(Authentication::ApiKey).unwrap_or(Authentication::None))
+        };
+        out.push(ModelProfile {
+            id: p.id.clone(),
+            name: p.name.clone(),
+            protocol: Protocol::OpenAiChatCompletions,
+            base_url,
+            model: p.model.clone(),
+            authentication,
+            image_input: p.image_input,
+        });
+    }
+    let default_profile = settings
+        .default_profile_id
+        .filter(|id| out.iter().any(|p| &p.id == id))
+        .or_else(|| out.first().map(|p| p.id.clone()))
+        .unwrap_or_default();
+    Ok(RuntimeConfig {
+        binary: binaries.opencode.clone(),
+        rg_dir: Some(binaries.rg_dir.clone()),
+        profiles: out,
+        default_profile,
+        plugins: vec![],
+        mcp: Default::default(),
+        skills_paths: vec![],
+    })
+}

@@ -1,0 +1,155 @@
+//! The app's conversation flow against the real runtime and the built-in scripted model: what a
+//! user does in the window, without the window.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use hearth_core::app::runtime_setup::BinaryInputs;
+use hearth_core::app::*;
+use hearth_core::opencode::locate::LocateInputs;
+use hearth_core::paths::AppPaths;
+use hearth_core::ripgrep::RgInputs;
+use hearth_core::runtime::RegistryConfig;
+use hearth_core::scripted_model::HoldRule;
+use hearth_core::store::{Message, MessageStatus};
+
+const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<ConversationEvent>>);
+
+impl AppEvents for Recorder {
+    fn conversation(&self, event: ConversationEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    async fn finished(&self, conversation: &str, n: usize) -> Message {
+        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+        loop {
+            let done: Vec<Message> = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.conversation_id == conversation)
+                .filter_map(|e| match &e.kind {
+                    ConversationEventKind::TurnFinished { message } => Some(message.clone()),
+                    _ => None,
+                })
+                .collect();
+            if done.len() >= n {
+                return done[n - 1].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
+    let paths = AppPaths::under(data);
+    paths.ensure().unwrap();
+    HearthOptions {
+        binaries: BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() },
+        paths,
+        registry: RegistryConfig::default(),
+        runtime: Default::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
+    if support::require_runtime().await.is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let project_dir = tmp.path().join("project");
+    std::fs::create_dir(&project_dir).unwrap();
+    std::fs::write(project_dir.join("marker.txt"), "PROJECT_9").unwrap();
+    let locate = LocateInputs { anchors: vec![support::workspace_root()], ..Default::default() };
+
+    let events = Arc::new(Recorder::default());
+    let hearth = Hearth::open(options(&data, locate.clone()), events.clone()).await.unwrap();
+    let project = hearth.store().add_project(&project_dir).unwrap();
+    let conv = hearth.store().create_conversation(&project.id, "First").unwrap();
+    hearth.open_project(&project.id).await.unwrap();
+
+    // A turn with a tool call and an image.
+    let png = base64::engine::general_purpose::STANDARD.encode(support::png(2));
+    let staged = hearth.stage_attachment("shot.png".into(), png).await.unwrap();
+    assert!(staged.thumbnail_data_url.starts_with("data:image/png;base64,"));
+    let user = hearth.send_message(&conv.id, "Read marker.txt".into(), vec![staged.id.clone()]).await.unwrap();
+    assert_eq!(user.text, "Read marker.txt");
+    let reply = events.finished(&conv.id, 1).await;
+    assert_eq!(reply.status, MessageStatus::Done, "{reply:?}");
+    assert_eq!(reply.text, "PROJECT_9");
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(reply.tool_calls[0].tool, "read");
+    let streamed: String = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ConversationEventKind::Runtime { event: hearth_core::runtime::RuntimeEvent::TextDelta { text }, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "PROJECT_9", "the reply streamed to the window");
+    let model = hearth.builtin_model().expect("the built-in model served the turn");
+    assert!(model.requests().iter().any(|r| r.contains_text(&base64::engine::general_purpose::STANDARD.encode(support::png(2)))), "the image reached the model");
+    let session = hearth.store().get_conversation(&conv.id).unwrap().native_session_id.expect("native session stored");
+
+    // A second turn continues the same native session.
+    hearth.send_message(&conv.id, "Read marker.txt again".into(), vec![]).await.unwrap();
+    let reply2 = events.finished(&conv.id, 2).await;
+    assert_eq!(reply2.text, "PROJECT_9");
+    assert_eq!(hearth.store().get_conversation(&conv.id).unwrap().native_session_id.as_deref(), Some(session.as_str()));
+
+    // A held turn is cancelled; the user's message stays.
+    let hold = model.hold(HoldRule::any().with_predicate(|r| r.last_user_text().contains("slow")));
+    hearth.send_message(&conv.id, "slow please".into(), vec![]).await.unwrap();
+    assert!(matches!(hearth.send_message(&conv.id, "another".into(), vec![]).await, Err(AppError::Busy)));
+    assert!(hold.wait_until_held(1, TURN_TIMEOUT).await);
+    hearth.cancel_turn(&conv.id).unwrap();
+    let cancelled = events.finished(&conv.id, 3).await;
+    assert_eq!(cancelled.status, MessageStatus::Cancelled);
+    hold.release();
+
+    let before = hearth.store().list_messages(&conv.id).unwrap();
+    assert_eq!(before.len(), 6);
+    assert_eq!(before[0].attachments.len(), 1, "the image is kept with the message");
+    hearth.shutdown().await;
+    drop(hearth);
+
+    // Restart: everything is as it was.
+    let reopened = Hearth::open(options(&data, locate), Arc::new(NoEvents)).await.unwrap();
+    let after = reopened.store().list_messages(&conv.id).unwrap();
+    assert_eq!(after, before);
+    reopened.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project_dir = tmp.path().join("project");
+    std::fs::create_dir(&project_dir).unwrap();
+    let nowhere = LocateInputs { env_path: Some(tmp.path().join("missing-opencode")), ..Default::default() };
+    let events = Arc::new(Recorder::default());
+    let hearth = Hearth::open(options(&tmp.path().join("data"), nowhere), events.clone()).await.unwrap();
+    let project = hearth.store().add_project(&project_dir).unwrap();
+    let conv = hearth.store().create_conversation(&project.id, "c").unwrap();
+    hearth.send_message(&conv.id, "my precious words".into(), vec![]).await.unwrap();
+    let reply = events.finished(&conv.id, 1).await;
+    assert_eq!(reply.status, MessageStatus::Error);
+    assert!(reply.error.as_deref().unwrap_or("").contains("missing-opencode does not exist"), "{reply:?}");
+    let messages = hearth.store().list_messages(&conv.id).unwrap();
+    assert_eq!(messages[0].text, "my precious words");
+    hearth.shutdown().await;
+}
