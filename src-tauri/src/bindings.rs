@@ -1,9 +1,10 @@
 //! The typed bridge to the UI: every command and event is registered here, and the TypeScript
 //! bindings in `ui/src/lib/bindings.ts` are generated from it (never written by hand).
 
-use tauri_specta::{collect_commands, Builder};
+use tauri_specta::{collect_commands, collect_events, Builder};
 
-use crate::commands;
+use crate::commands::{conversations, profiles, projects, runtime};
+use crate::events;
 
 /// Where the generated bindings live, relative to this crate.
 pub const BINDINGS_PATH: &str = "../ui/src/lib/bindings.ts";
@@ -12,7 +13,36 @@ pub fn builder() -> Builder<tauri::Wry> {
     Builder::<tauri::Wry>::new()
         // Commands only send what Rust serialises: one type per Rust type, not a serialise/deserialise pair.
         .disable_serde_phases()
-        .commands(collect_commands![commands::runtime::runtime_report])
+        // JSON numbers reach JavaScript as doubles anyway (tool inputs are arbitrary JSON values);
+        // Hearth's own counters stay far below 2^53.
+        .dangerously_cast_bigints_to_number()
+        .commands(collect_commands![
+            runtime::runtime_report,
+            projects::list_projects,
+            projects::add_project,
+            projects::remove_project,
+            projects::open_project,
+            projects::list_conversations,
+            projects::create_conversation,
+            projects::rename_conversation,
+            projects::delete_conversation,
+            projects::list_messages,
+            conversations::send_message,
+            conversations::cancel_turn,
+            conversations::compact_conversation,
+            conversations::reply_permission,
+            conversations::stage_attachment,
+            conversations::set_work_mode,
+            conversations::set_conversation_profile,
+            profiles::list_profiles,
+            profiles::save_profile,
+            profiles::delete_profile,
+            profiles::test_profile,
+            profiles::app_settings,
+            profiles::set_theme,
+            profiles::set_default_profile,
+        ])
+        .events(collect_events![events::ConversationUpdate])
 }
 
 /// The bindings file's text as the current Rust code defines it.

@@ -4,8 +4,12 @@
 pub mod bindings;
 mod cli;
 mod commands;
+mod events;
 mod state;
 
+use std::sync::Arc;
+
+use hearth_core::app::{Hearth, HearthOptions};
 use hearth_core::{logging, paths::AppPaths};
 
 /// Entry point of the `hearth` binary: a CLI subcommand when one is given, else the window.
@@ -35,14 +39,31 @@ pub fn main_entry() -> i32 {
 
 fn run_app(paths: AppPaths) {
     let builder = bindings::builder();
-    tauri::Builder::default()
+    let app = tauri::Builder::default()
         .invoke_handler(builder.invoke_handler())
         .setup(move |app| {
             builder.mount_events(app);
             let resource_dir = tauri::Manager::path(app).resource_dir().ok();
-            tauri::Manager::manage(app, state::AppState::new(paths, resource_dir));
+            let options = HearthOptions {
+                binaries: state::binary_inputs(&paths, resource_dir.clone()),
+                paths: paths.clone(),
+                registry: Default::default(),
+                runtime: Default::default(),
+            };
+            let events = Arc::new(events::WindowEvents(app.handle().clone()));
+            let hearth = tauri::async_runtime::block_on(Hearth::open(options, events))?;
+            tauri::Manager::manage(app, state::AppState { paths, resource_dir, hearth });
             Ok(())
         })
-        .run(tauri::generate_context!())
+        .build(tauri::generate_context!())
         .expect("the Tauri runtime failed to start");
+    app.run(|handle, event| {
+        if let tauri::RunEvent::Exit = event {
+            // Stop every turn and the runtime before the process ends: no child outlives the app.
+            if let Some(state) = tauri::Manager::try_state::<state::AppState>(handle) {
+                tauri::async_runtime::block_on(state.hearth.shutdown());
+                tracing::info!("hearth stopped");
+            }
+        }
+    });
 }

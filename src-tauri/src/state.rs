@@ -1,7 +1,10 @@
 //! The one app state the shell manages.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use hearth_core::app::runtime_setup::BinaryInputs;
+use hearth_core::app::Hearth;
 use hearth_core::doctor::DoctorInputs;
 use hearth_core::opencode::locate::LocateInputs;
 use hearth_core::paths::AppPaths;
@@ -11,24 +14,30 @@ pub struct AppState {
     pub paths: AppPaths,
     /// The installed app's resource folder, where bundled binaries live.
     pub resource_dir: Option<PathBuf>,
+    pub hearth: Arc<Hearth>,
 }
 
 impl AppState {
-    pub fn new(paths: AppPaths, resource_dir: Option<PathBuf>) -> Self {
-        Self { paths, resource_dir }
-    }
-
     /// Inputs for the runtime doctor, read afresh each time so a fixed install shows on "Check again".
     pub fn doctor_inputs(&self) -> DoctorInputs {
         doctor_inputs(&self.paths, self.resource_dir.clone())
     }
 }
 
+fn bundled_bin(resource_dir: Option<PathBuf>) -> Option<PathBuf> {
+    resource_dir.map(|d| d.join("bin"))
+}
+
 pub fn doctor_inputs(paths: &AppPaths, resource_dir: Option<PathBuf>) -> DoctorInputs {
-    let bundled = resource_dir.map(|d| d.join("bin"));
+    let bundled = bundled_bin(resource_dir);
     DoctorInputs {
         paths: paths.clone(),
         opencode: LocateInputs::from_process(None, bundled.clone()),
         ripgrep: RgInputs::from_process(None, bundled),
     }
+}
+
+pub fn binary_inputs(paths: &AppPaths, resource_dir: Option<PathBuf>) -> BinaryInputs {
+    let d = doctor_inputs(paths, resource_dir);
+    BinaryInputs { opencode: d.opencode, ripgrep: d.ripgrep, probe_home: paths.probe_dir.clone() }
 }

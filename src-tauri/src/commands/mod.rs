@@ -1,6 +1,9 @@
 //! Tauri commands: one-line adapters over `hearth-core`.
 
+pub mod conversations;
 pub mod error;
+pub mod profiles;
+pub mod projects;
 pub mod runtime;
 
 pub use error::CommandError;

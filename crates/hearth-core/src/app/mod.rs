@@ -3,6 +3,8 @@
 //! adapters over it; nothing here knows about windows.
 
 mod attachments;
+mod catalog;
+mod profiles;
 mod conversations;
 pub mod events;
 pub mod runtime_setup;
@@ -14,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use attachments::StagedAttachment;
+pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
 pub use events::{AppEvents, ConversationEvent, ConversationEventKind, NoEvents};
 use runtime_setup::{BinaryInputs, Binaries, BuiltinModel, SetupError};
 

@@ -1,0 +1,53 @@
+use hearth_core::app::StagedAttachment;
+use hearth_core::runtime::{CompactOutcome, PermissionReply, WorkMode};
+use hearth_core::store::Message;
+use tauri::State;
+
+use super::CommandError;
+use crate::state::AppState;
+
+type R<T> = Result<T, CommandError>;
+
+/// Store the message, start the reply (streamed as `ConversationUpdate` events), return the message.
+#[tauri::command]
+#[specta::specta]
+pub async fn send_message(state: State<'_, AppState>, conversation_id: String, text: String, attachment_ids: Vec<String>) -> R<Message> {
+    Ok(state.hearth.send_message(&conversation_id, text, attachment_ids).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub fn cancel_turn(state: State<'_, AppState>, conversation_id: String) -> R<()> {
+    Ok(state.hearth.cancel_turn(&conversation_id)?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn compact_conversation(state: State<'_, AppState>, conversation_id: String) -> R<CompactOutcome> {
+    Ok(state.hearth.compact_conversation(&conversation_id).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn reply_permission(state: State<'_, AppState>, conversation_id: String, permission_id: String, reply: PermissionReply) -> R<()> {
+    Ok(state.hearth.reply_permission(&conversation_id, &permission_id, reply).await?)
+}
+
+/// Validate and stage an image picked, pasted or dropped in the composer.
+#[tauri::command]
+#[specta::specta]
+pub async fn stage_attachment(state: State<'_, AppState>, name: String, data_base64: String) -> R<StagedAttachment> {
+    Ok(state.hearth.stage_attachment(name, data_base64).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn set_work_mode(state: State<'_, AppState>, conversation_id: String, mode: WorkMode) -> R<()> {
+    Ok(state.hearth.set_work_mode(conversation_id, mode).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn set_conversation_profile(state: State<'_, AppState>, conversation_id: String, profile_id: Option<String>) -> R<()> {
+    Ok(state.hearth.set_conversation_profile(conversation_id, profile_id).await?)
+}
