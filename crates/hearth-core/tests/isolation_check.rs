@@ -16,13 +16,22 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 /// A cancelled check must be back within this (runtime stop grace included).
 const CANCEL_RETURN_LIMIT: Duration = Duration::from_secs(15);
 
-async fn check(binary: PathBuf, rg_dir: PathBuf, corpus_mib: u32, sabotage: Option<Sabotage>, parent: &Path) -> CheckReport {
+async fn check(
+    binary: PathBuf,
+    rg_dir: PathBuf,
+    corpus_mib: u32,
+    sabotage: Option<Sabotage>,
+    parent: &Path,
+) -> CheckReport {
     let mut opts = IsolationOptions::new(binary, Some(rg_dir), corpus_mib);
     opts.sabotage = sabotage;
     opts.sandbox_parent = Some(parent.to_path_buf());
-    let report = tokio::time::timeout(CHECK_TIMEOUT, run_isolation_check(opts, ProgressSink::silent(), CancellationToken::new()))
-        .await
-        .expect("the check has its own bounds");
+    let report = tokio::time::timeout(
+        CHECK_TIMEOUT,
+        run_isolation_check(opts, ProgressSink::silent(), CancellationToken::new()),
+    )
+    .await
+    .expect("the check has its own bounds");
     println!("{}", report.to_text());
     report
 }
@@ -36,7 +45,10 @@ fn runtimes_under(dir: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| support::alive(*pid))
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| String::from_utf8_lossy(&env).contains(&needle)))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| String::from_utf8_lossy(&env).contains(&needle))
+        })
         .collect()
 }
 
@@ -97,7 +109,8 @@ async fn a_model_refusing_b_makes_the_check_fail_with_a_readable_reason() {
     let report = check(binary, rg_dir, 0, Some(Sabotage::RefuseB), parent.path()).await;
     assert!(!report.passed);
     assert!(report.error.is_none(), "the check ran to its end: {:?}", report.error);
-    let failed = report.assertions.iter().find(|a| a.name == "B completed before A was released").expect("assertion present");
+    let failed =
+        report.assertions.iter().find(|a| a.name == "B completed before A was released").expect("assertion present");
     assert!(!failed.passed);
     assert!(failed.detail.contains("failed") && failed.detail.contains("Sabotaged self-test"), "{}", failed.detail);
     // The rest of the check still ran: A was released and compacted.
@@ -132,5 +145,16 @@ async fn cancelling_mid_run_returns_promptly_and_leaves_nothing_behind() {
     assert!(report.cancelled && !report.passed);
     assert_eq!(report.error.as_deref(), Some("The check was cancelled."));
     assert!(report.assertions.iter().any(|a| a.name == "Sandbox removed and runtime stopped" && a.passed));
+    assert_clean(parent.path());
+}
+
+/// The benchmark size: too slow for every test run (`cargo test -- --ignored` runs it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "32 MiB takes about a minute on 2 cores; run with --ignored"]
+async fn a_32_mib_corpus_reaches_the_model_intact() {
+    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let parent = tempfile::tempdir().unwrap();
+    let report = check(binary, rg_dir, 32, None, parent.path()).await;
+    assert!(report.passed, "{}", report.to_text());
     assert_clean(parent.path());
 }

@@ -133,8 +133,12 @@ mod tests {
     #[test]
     fn a_scan_finds_every_canary_and_fill_byte_through_json_escaping() {
         let plan = CorpusPlan::new(2).unwrap();
-        let conversation: String = (0..plan.items()).filter(|i| *i != 3).map(|i| format!("[User]: {}\n", plan.item(i))).collect();
-        let body = serde_json::to_vec(&serde_json::json!({"messages": [{"role": "user", "content": conversation}], "z": "ZZZ"})).unwrap();
+        let conversation: String =
+            (0..plan.items()).filter(|i| *i != 3).map(|i| format!("[User]: {}\n", plan.item(i))).collect();
+        let body = serde_json::to_vec(
+            &serde_json::json!({"messages": [{"role": "user", "content": conversation}], "z": "ZZZ"}),
+        )
+        .unwrap();
         let scan = CorpusScan::of(&body);
         assert_eq!(scan.missing(&plan), vec![3]);
         assert_eq!(scan.fill_bytes, plan.fill_bytes() - (CORPUS_ITEM_BYTES as u64 - 22), "short Z runs are not fill");

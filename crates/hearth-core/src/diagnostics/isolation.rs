@@ -28,8 +28,21 @@ use super::{isolation_steps, CheckError, CheckReport, ProgressSink, ReportBuilde
 
 pub const CHECK_NAME: &str = "isolation";
 /// The step ids progress is reported under, in order.
-pub const STEPS: &[&str] =
-    &["sandbox", "launch", "seed", "idle", "corpus", "outline-seed", "assembly", "held", "both-held", "outline", "release", "verify", "cleanup"];
+pub const STEPS: &[&str] = &[
+    "sandbox",
+    "launch",
+    "seed",
+    "idle",
+    "corpus",
+    "outline-seed",
+    "assembly",
+    "held",
+    "both-held",
+    "outline",
+    "release",
+    "verify",
+    "cleanup",
+];
 /// The marker file of the sandbox project; B's prompts read it and must answer with it.
 pub const MARKER: &str = "PROJECT_4242";
 /// Conversation ids inside the sandbox runtime.
@@ -69,7 +82,11 @@ impl IsolationOptions {
 
 /// Run the isolation check. Never panics on runtime trouble and always cleans up: the report says
 /// what passed, what failed and why, and what was measured.
-pub async fn run_isolation_check(opts: IsolationOptions, progress: ProgressSink, cancel: CancellationToken) -> CheckReport {
+pub async fn run_isolation_check(
+    opts: IsolationOptions,
+    progress: ProgressSink,
+    cancel: CancellationToken,
+) -> CheckReport {
     let mut report = ReportBuilder::new(CHECK_NAME);
     let outcome = run(&opts, &progress, &cancel, &mut report).await;
     if let Err(e) = &outcome {
@@ -99,17 +116,27 @@ impl Ctx {
     }
 }
 
-async fn run(opts: &IsolationOptions, progress: &ProgressSink, cancel: &CancellationToken, report: &mut ReportBuilder) -> Result<(), CheckError> {
+async fn run(
+    opts: &IsolationOptions,
+    progress: &ProgressSink,
+    cancel: &CancellationToken,
+    report: &mut ReportBuilder,
+) -> Result<(), CheckError> {
     let plan = CorpusPlan::new(opts.corpus_mib).map_err(CheckError::Options)?;
     if !opts.runtime_binary.is_file() {
-        return Err(CheckError::Options(format!("the runtime binary {} does not exist", opts.runtime_binary.display())));
+        return Err(CheckError::Options(format!(
+            "the runtime binary {} does not exist",
+            opts.runtime_binary.display()
+        )));
     }
     progress.report("sandbox", "Creating a throw-away sandbox and starting the scripted model server.");
     let sandbox = Sandbox::create(opts.sandbox_parent.as_deref()).map_err(|e| CheckError::Sandbox(e.to_string()))?;
-    let project = sandbox.project("project", &[("marker.txt", MARKER)]).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+    let project =
+        sandbox.project("project", &[("marker.txt", MARKER)]).map_err(|e| CheckError::Sandbox(e.to_string()))?;
     let space = resolve_local(&project).map_err(|e| CheckError::Sandbox(e.to_string()))?;
     let refuse: Arc<Mutex<Option<String>>> = Arc::default();
-    let model = ScriptedModelServer::start(script(refuse.clone())).map_err(|e| CheckError::ModelServer(e.to_string()))?;
+    let model =
+        ScriptedModelServer::start(script(refuse.clone())).map_err(|e| CheckError::ModelServer(e.to_string()))?;
     let runtime = OpenCodeRuntime::new(config(opts, &model), sandbox.runtime_root());
     let rt = SharedOpenCode(runtime.clone());
 
@@ -163,7 +190,9 @@ async fn run(opts: &IsolationOptions, progress: &ProgressSink, cancel: &Cancella
     let detail = match (&removed, stopped) {
         (Ok(()), true) => format!("runtime stopped; {} removed", sandbox_path.display()),
         (Err(e), _) => e.to_string(),
-        (Ok(()), false) => format!("the runtime process {} is still running after it was stopped", pid.unwrap_or_default()),
+        (Ok(()), false) => {
+            format!("the runtime process {} is still running after it was stopped", pid.unwrap_or_default())
+        }
     };
     report.check("Sandbox removed and runtime stopped", removed.is_ok() && stopped, detail);
     outcome
@@ -220,7 +249,13 @@ pub(crate) struct RunOk {
 }
 
 /// One whole prompt through the runtime contract (`run` → `Done`), bounded by `timeout`.
-pub(crate) async fn run_prompt(rt: SharedOpenCode, space: ExecutionSpace, conversation: &str, prompt: String, timeout: Duration) -> Result<RunOk, String> {
+pub(crate) async fn run_prompt(
+    rt: SharedOpenCode,
+    space: ExecutionSpace,
+    conversation: &str,
+    prompt: String,
+    timeout: Duration,
+) -> Result<RunOk, String> {
     let started = tokio::time::Instant::now();
     let request = RunRequest {
         request_id: uuid::Uuid::new_v4().to_string(),
@@ -301,7 +336,10 @@ mod tests {
         let mut opts = IsolationOptions::new("/nonexistent/opencode".into(), None, 3);
         let report = run_isolation_check(opts.clone(), ProgressSink::silent(), CancellationToken::new()).await;
         assert!(!report.passed);
-        assert_eq!(report.error.as_deref(), Some("The options are invalid: the corpus size must be 0, 2, 8 or 32 MiB, not 3 MiB"));
+        assert_eq!(
+            report.error.as_deref(),
+            Some("The options are invalid: the corpus size must be 0, 2, 8 or 32 MiB, not 3 MiB")
+        );
         opts.corpus_mib = 0;
         let report = run_isolation_check(opts, ProgressSink::silent(), CancellationToken::new()).await;
         assert!(report.error.unwrap().contains("the runtime binary /nonexistent/opencode does not exist"));

@@ -2,11 +2,9 @@
 //! compaction (assembly, held, both held), the outline under the held compaction, release, and the
 //! verification of what reached the model server.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::opencode::client::ApiError;
@@ -15,8 +13,8 @@ use crate::scripted_model::{HoldRule, RequestKind};
 
 use super::corpus::{list_some, CorpusScan};
 use super::isolation::{run_prompt, Ctx, RunOk, Sabotage, Task, CONVERSATION_A, CONVERSATION_B, MARKER};
+use super::isolation_outline::{outline, seed_outline};
 use super::measure::EventLog;
-use super::outline::{conversation_outline, ToolCount};
 use super::{ms, CheckError, Figure, ReportBuilder};
 
 /// First prompt in a new project takes 3–10 s here, more on a loaded machine.
@@ -28,7 +26,6 @@ pub const B_PROMPT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const ASSEMBLY_TIMEOUT: Duration = Duration::from_secs(180);
 /// For B's request to reach the model server while both are held.
 pub const B_HOLD_TIMEOUT: Duration = Duration::from_secs(30);
-pub const OUTLINE_TIMEOUT: Duration = Duration::from_secs(60);
 /// From releasing A until its compaction call returns.
 pub const COMPACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(180);
 /// For one expected runtime event.
@@ -39,17 +36,11 @@ pub const MIN_HOLD: Duration = Duration::from_secs(1);
 pub const PROBE_ROUNDS: usize = 4;
 pub const PROBE_PAUSE: Duration = Duration::from_millis(50);
 pub const ASSEMBLY_PROBE_PAUSE: Duration = Duration::from_millis(5);
-pub const HEARTBEAT_PAUSE: Duration = Duration::from_millis(5);
-/// The outline conversation: turns, and the tool output stored in each.
-pub const OUTLINE_ENTRIES: usize = 128;
-pub const OUTLINE_TOOL_OUTPUT_BYTES: usize = 32 * 1024;
-/// Parts written at once while seeding the outline conversation.
-pub const OUTLINE_SEED_CONCURRENCY: usize = 8;
 
 const SEED_PROMPT_A: &str = "Read marker.txt to start conversation A (SELFTEST_SEED_A).";
 const SEED_PROMPT_B: &str = "Read marker.txt to start conversation B.";
 
-fn runtime_err(e: impl std::fmt::Display) -> CheckError {
+pub(crate) fn runtime_err(e: impl std::fmt::Display) -> CheckError {
     CheckError::Runtime(e.to_string())
 }
 
@@ -87,7 +78,10 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let outline_session = seed_outline(ctx, &b, report).await?;
 
     // ---- A's compaction: assembly ----
-    ctx.progress.report("assembly", format!("Starting A's compaction ({} MiB corpus) and probing while it is assembled.", ctx.plan.mib));
+    ctx.progress.report(
+        "assembly",
+        format!("Starting A's compaction ({} MiB corpus) and probing while it is assembled.", ctx.plan.mib),
+    );
     let mut log_a = EventLog::new(ctx.runtime.subscribe_session(&a).await.map_err(runtime_err)?);
     let hold_a = ctx.model.hold(HoldRule::kind(RequestKind::Compaction).with_session(a.clone()));
     if ctx.sabotage == Some(Sabotage::RefuseB) {
@@ -97,7 +91,12 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let mut compaction = {
         let (rt, space) = (ctx.rt.clone(), ctx.space.clone());
         Task::spawn(async move {
-            let request = CompactRequest { request_id: uuid::Uuid::new_v4().to_string(), conversation_id: CONVERSATION_A.into(), profile_id: None, space };
+            let request = CompactRequest {
+                request_id: uuid::Uuid::new_v4().to_string(),
+                conversation_id: CONVERSATION_A.into(),
+                profile_id: None,
+                space,
+            };
             (rt.compact_conversation(request, CancellationToken::new()).await, Instant::now())
         })
     };
@@ -105,23 +104,30 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let (mut rounds, mut probe_failures) = (0u32, Vec::new());
     let probing = async {
         while hold_a.held_count() == 0 && !compaction.is_finished() && Instant::now() < deadline {
-            let (info, get) = tokio::join!(
+            let (info, get, messages) = tokio::join!(
                 ctx.lat.measure("assembly · runtime info", ctx.client.health()),
                 ctx.lat.measure("assembly · B session", get_session(ctx, &b)),
+                ctx.lat.measure("assembly · B messages", ctx.client.messages(ctx.dir(), &b)),
             );
             rounds += 1;
-            probe_failures.extend([info.err(), get.err()].into_iter().flatten().map(|e| e.to_string()));
+            probe_failures.extend([info.err(), get.err(), messages.err()].into_iter().flatten().map(|e| e.to_string()));
             tokio::time::sleep(ASSEMBLY_PROBE_PAUSE).await;
         }
     };
-    let ((), early) = tokio::join!(probing, prompt_b(ctx, "assembly", "Read marker.txt while A's compaction is assembled."));
+    let ((), early) =
+        tokio::join!(probing, prompt_b(ctx, "assembly", "Read marker.txt while A's compaction is assembled."));
     let remaining = deadline.saturating_duration_since(Instant::now());
     if !hold_a.wait_until_held(1, remaining).await {
         if compaction.is_finished() {
             let outcome = compaction.join().await.map(|(r, _)| r);
-            return Err(CheckError::Step(format!("A's compaction ended without reaching the model server: {outcome:?}")));
+            return Err(CheckError::Step(format!(
+                "A's compaction ended without reaching the model server: {outcome:?}"
+            )));
         }
-        return Err(CheckError::Timeout { what: "A's compaction request to reach the model server".into(), secs: ASSEMBLY_TIMEOUT.as_secs() });
+        return Err(CheckError::Timeout {
+            what: "A's compaction request to reach the model server".into(),
+            secs: ASSEMBLY_TIMEOUT.as_secs(),
+        });
     }
     let request = ctx
         .model
@@ -163,7 +169,10 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     report.check(
         "Runtime info, A's and B's reads and the session status answered while A was held",
         held_failures.is_empty() && a_held(&compaction),
-        held_failures.first().cloned().unwrap_or_else(|| format!("{PROBE_ROUNDS} rounds of 5 probes, A shown active in each")),
+        held_failures
+            .first()
+            .cloned()
+            .unwrap_or_else(|| format!("{PROBE_ROUNDS} rounds of 5 probes, A shown active in each")),
     );
     let held = prompt_b(ctx, "held", "Read marker.txt while A's compaction is held.").await;
 
@@ -173,7 +182,13 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let both_from = Instant::now();
     let mut b_task = {
         let (rt, space) = (ctx.rt.clone(), ctx.space.clone());
-        Task::spawn(run_prompt(rt, space, CONVERSATION_B, "Read marker.txt while both are held.".into(), B_PROMPT_TIMEOUT + B_HOLD_TIMEOUT))
+        Task::spawn(run_prompt(
+            rt,
+            space,
+            CONVERSATION_B,
+            "Read marker.txt while both are held.".into(),
+            B_PROMPT_TIMEOUT + B_HOLD_TIMEOUT,
+        ))
     };
     let b_caught = hold_b.wait_until_held(1, B_HOLD_TIMEOUT).await;
     let status = ctx.lat.measure("both-held · session status", ctx.client.session_status(ctx.dir())).await;
@@ -193,18 +208,27 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let both_result = b_task.join().await.and_then(|r| r);
     let both_done = Instant::now();
     // B's own hold is not B's latency: time it from its release.
-    let both = Window { from: both_from, to: both_done, result: both_result.map(|ok| RunOk { took: both_done - b_released, ..ok }) };
+    let both = Window {
+        from: both_from,
+        to: both_done,
+        result: both_result.map(|ok| RunOk { took: both_done - b_released, ..ok }),
+    };
     if let Ok(ok) = &both.result {
         ctx.lat.record("both-held · B prompt after its release", ok.took, false);
     }
-    let verdicts = [early.verdict("B's prompt during assembly"), held.verdict("B's prompt while A was held"), both.verdict("B's prompt while both were held")];
+    let verdicts = [
+        early.verdict("B's prompt during assembly"),
+        held.verdict("B's prompt while A was held"),
+        both.verdict("B's prompt while both were held"),
+    ];
     let still_held = a_held(&compaction);
     let failures: Vec<&String> = verdicts.iter().filter_map(|v| v.as_ref().err()).collect();
     report.check(
         "B completed before A was released",
         failures.is_empty() && still_held,
-        if let Some(first) = failures.first() {
-            format!("{first} (A was still held: {still_held})")
+        if !failures.is_empty() {
+            let all: Vec<&str> = failures.iter().map(|s| s.as_str()).collect();
+            format!("{} (A was still held: {still_held})", all.join("; "))
         } else if !still_held {
             "A's compaction finished before B did: nothing was held".to_string()
         } else {
@@ -237,7 +261,11 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         Ok(Err(e)) => e.clone(),
         Ok(Ok((Err(e), _))) => format!("the compaction failed: {e}"),
         Ok(Ok((Ok(outcome), at))) => {
-            report.figure(Figure::value("A completion after release", "ms", ms(at.saturating_duration_since(released_at))));
+            report.figure(Figure::value(
+                "A completion after release",
+                "ms",
+                ms(at.saturating_duration_since(released_at)),
+            ));
             format!(
                 "compacted: {}, {:.0} ms after release; session.compacted event: {}; summary message stored: {}",
                 outcome.compacted,
@@ -247,7 +275,8 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             )
         }
     };
-    let completed = matches!(&finished, Ok(Ok((Ok(o), _))) if o.compacted) && compacted_event.is_some() && summary == Ok(true);
+    let completed =
+        matches!(&finished, Ok(Ok((Ok(o), _))) if o.compacted) && compacted_event.is_some() && summary == Ok(true);
     report.check("A's compaction completed after release", completed, detail);
 
     // ---- verify ----
@@ -261,7 +290,12 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             .map(|r| floor.map_or(r.received_at, |f| r.received_at.max(f)))
             .collect()
     };
-    for (phase, window, floor) in [("idle", &idle, None), ("assembly", &early, None), ("held", &held, None), ("both-held", &both, Some(b_released))] {
+    for (phase, window, floor) in [
+        ("idle", &idle, None),
+        ("assembly", &early, None),
+        ("held", &held, None),
+        ("both-held", &both, Some(b_released)),
+    ] {
         let lags = log_b.output_lags(&b_actions(window, floor));
         report.figure_opt(Figure::distribution(format!("event lag · {phase}"), "ms", &lags));
     }
@@ -286,7 +320,11 @@ async fn seed(ctx: &Ctx) -> Result<(String, String), CheckError> {
         let window = Window { from: Instant::now(), to: Instant::now(), result: r.clone() };
         window.verdict(&format!("Seeding conversation {name}")).map_err(CheckError::Step)?;
     }
-    let session = |c: &str| ctx.runtime.native_session(c).ok_or_else(|| CheckError::Step(format!("conversation {c} has no native session after its first turn")));
+    let session = |c: &str| {
+        ctx.runtime
+            .native_session(c)
+            .ok_or_else(|| CheckError::Step(format!("conversation {c} has no native session after its first turn")))
+    };
     Ok((session(CONVERSATION_A)?, session(CONVERSATION_B)?))
 }
 
@@ -332,7 +370,9 @@ fn active(status: &Value, session: &str) -> bool {
 }
 
 fn has_summary(messages: &Value) -> bool {
-    messages.as_array().is_some_and(|all| all.iter().any(|m| m["info"]["role"] == "assistant" && m["info"]["summary"] == true))
+    messages
+        .as_array()
+        .is_some_and(|all| all.iter().any(|m| m["info"]["role"] == "assistant" && m["info"]["summary"] == true))
 }
 
 /// Store the corpus in A as user messages the model is not asked to answer.
@@ -347,7 +387,10 @@ async fn corpus(ctx: &Ctx, a: &str, report: &mut ReportBuilder) -> Result<(), Ch
     let started = Instant::now();
     for i in 0..plan.items() {
         if i % 4 == 0 {
-            ctx.progress.report("corpus", format!("Storing the {} MiB corpus in A: item {} of {}.", plan.mib, i + 1, plan.items()));
+            ctx.progress.report(
+                "corpus",
+                format!("Storing the {} MiB corpus in A: item {} of {}.", plan.mib, i + 1, plan.items()),
+            );
         }
         ctx.lat
             .measure("corpus · store item", ctx.client.store_user_message(ctx.dir(), a, &plan.item(i)))
@@ -357,7 +400,13 @@ async fn corpus(ctx: &Ctx, a: &str, report: &mut ReportBuilder) -> Result<(), Ch
     report.figure(Figure::value("corpus store time", "ms", ms(started.elapsed())));
     let messages = ctx.client.messages(ctx.dir(), a).await.map_err(runtime_err)?;
     let mut stored = CorpusScan::default();
-    for text in messages.as_array().into_iter().flatten().flat_map(|m| m["parts"].as_array().into_iter().flatten()).filter_map(|p| p["text"].as_str()) {
+    for text in messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["parts"].as_array().into_iter().flatten())
+        .filter_map(|p| p["text"].as_str())
+    {
         let scan = CorpusScan::of(text.as_bytes());
         stored.canaries.extend(scan.canaries);
         stored.fill_bytes += scan.fill_bytes;
@@ -381,108 +430,16 @@ async fn corpus(ctx: &Ctx, a: &str, report: &mut ReportBuilder) -> Result<(), Ch
     Ok(())
 }
 
-/// A 128-turn conversation stored without the model: each turn a stored prompt carrying a copy of
-/// a real tool part (from B's first turn) with a larger output.
-async fn seed_outline(ctx: &Ctx, b: &str, report: &mut ReportBuilder) -> Result<String, CheckError> {
-    ctx.progress.report("outline-seed", format!("Storing a {OUTLINE_ENTRIES}-turn conversation for the outline."));
-    let started = Instant::now();
-    let b_messages = ctx.client.messages(ctx.dir(), b).await.map_err(runtime_err)?;
-    let template = b_messages
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| m["parts"].as_array().into_iter().flatten())
-        .find(|p| p["type"] == "tool" && p["state"]["status"] == "completed")
-        .cloned()
-        .ok_or_else(|| CheckError::Step("B's first turn stored no completed tool call to copy".into()))?;
-    let permission = json!([{ "permission": "external_directory", "pattern": "*", "action": "deny" }]);
-    let session = ctx.client.create_session(ctx.dir(), "Hearth self-test outline", &permission).await.map_err(runtime_err)?;
-    let mut message_ids = Vec::with_capacity(OUTLINE_ENTRIES);
-    for i in 0..OUTLINE_ENTRIES {
-        let stored = ctx.client.store_user_message(ctx.dir(), &session, &format!("Outline turn {i}: read marker.txt")).await.map_err(runtime_err)?;
-        let id = stored["info"]["id"].as_str().ok_or_else(|| CheckError::Step("a stored message has no id".into()))?;
-        message_ids.push(id.to_string());
-    }
-    let output = "x".repeat(OUTLINE_TOOL_OUTPUT_BYTES);
-    // Owned items: a borrowed stream item trips the compiler's Send check of the whole check.
-    futures::stream::iter(message_ids.into_iter().enumerate())
-        .map(|(i, message): (usize, String)| {
-            let mut part = template.clone();
-            let part_id = format!("prt_zzhearthoutline{i:011}");
-            part["id"] = json!(part_id);
-            part["messageID"] = json!(message);
-            part["sessionID"] = json!(session);
-            part["callID"] = json!(format!("call_outline_{i}"));
-            part["state"]["output"] = json!(output);
-            let route = format!("/session/{session}/message/{message}/part/{part_id}");
-            async move { ctx.client.send(&route, ctx.client.request(reqwest::Method::PATCH, &route, Some(ctx.dir())).json(&part)).await }
-        })
-        .buffer_unordered(OUTLINE_SEED_CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await
-        .map_err(|e| CheckError::Step(format!("Storing a tool call in the outline conversation failed: {e}")))?;
-    report.figure(Figure::value("outline conversation seed time", "ms", ms(started.elapsed())));
-    Ok(session)
-}
-
-/// The outline of the 128-turn conversation while A is held, with heartbeats alongside.
-async fn outline(ctx: &Ctx, session: &str, report: &mut ReportBuilder, a_held: impl Fn() -> bool) {
-    ctx.progress.report("outline", format!("Outlining a {OUTLINE_ENTRIES}-turn conversation under the held compaction."));
-    let outlining = AtomicBool::new(true);
-    let started = Instant::now();
-    let fetch = async {
-        let fetched = ctx.lat.measure("outline · 128 entries", async {
-            let messages = ctx.client.messages(ctx.dir(), session).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(conversation_outline(&messages))
-        });
-        let result = tokio::time::timeout(OUTLINE_TIMEOUT, fetched).await.unwrap_or_else(|_| Err(format!("no outline within {} s", OUTLINE_TIMEOUT.as_secs())));
-        outlining.store(false, Ordering::SeqCst);
-        (result, started.elapsed())
-    };
-    let heartbeats = async {
-        let (mut sent, mut failed, mut during) = (0u32, 0u32, 0u32);
-        while outlining.load(Ordering::SeqCst) {
-            let r = ctx.lat.measure("outline · heartbeat", ctx.client.health()).await;
-            sent += 1;
-            failed += u32::from(r.is_err());
-            during += u32::from(outlining.load(Ordering::SeqCst));
-            tokio::time::sleep(HEARTBEAT_PAUSE).await;
-        }
-        (sent, failed, during)
-    };
-    let ((result, took), (sent, failed, during)) = tokio::join!(fetch, heartbeats);
-    let expected = vec![ToolCount { tool: "read".into(), count: 1 }];
-    let detail = match &result {
-        Ok(entries) if entries.len() == OUTLINE_ENTRIES && entries.iter().all(|e| e.tool_calls == 1 && e.tools == expected) => {
-            Ok(format!("{OUTLINE_ENTRIES} entries, one read call each, in {:.0} ms", ms(took)))
-        }
-        Ok(entries) => Err(format!("the outline has {} entries (expected {OUTLINE_ENTRIES} with one read call each)", entries.len())),
-        Err(e) => Err(format!("the outline failed: {e}")),
-    };
-    let held = a_held();
-    report.check(
-        "Outline of a 128-entry conversation completed under the held compaction",
-        detail.is_ok() && held,
-        match detail {
-            Ok(d) if held => format!("{d}; A still held"),
-            Ok(d) => format!("{d}, but A was no longer held"),
-            Err(e) => e,
-        },
-    );
-    report.check(
-        "Heartbeats kept answering during the outline",
-        sent > 0 && failed == 0,
-        format!("{sent} heartbeats sent ({during} completed while the outline ran), {failed} failed"),
-    );
-    report.figure(Figure::value("heartbeats completed during the outline", "count", f64::from(during)));
-}
-
 /// The recorded compaction request carries A's conversation and, byte for byte, its corpus.
 fn verify_corpus(ctx: &Ctx, body: &[u8], has_seed: bool, report: &mut ReportBuilder) {
     report.check(
         "A's conversation reached the model server",
         has_seed,
-        if has_seed { "the compaction request carries A's first prompt" } else { "A's first prompt is missing from the compaction request" },
+        if has_seed {
+            "the compaction request carries A's first prompt"
+        } else {
+            "A's first prompt is missing from the compaction request"
+        },
     );
     let plan = ctx.plan;
     if plan.items() == 0 {

@@ -15,7 +15,11 @@ pub struct Latencies(Mutex<Vec<(String, Vec<f64>, u32)>>);
 
 impl Latencies {
     /// Run `op`, recording how long it took under `name` (and whether it failed).
-    pub fn measure<'a, T, E>(&'a self, name: &str, op: impl Future<Output = Result<T, E>> + 'a) -> impl Future<Output = Result<T, E>> + 'a {
+    pub fn measure<'a, T, E>(
+        &'a self,
+        name: &str,
+        op: impl Future<Output = Result<T, E>> + 'a,
+    ) -> impl Future<Output = Result<T, E>> + 'a {
         let name = name.to_string();
         async move {
             let started = Instant::now();
@@ -47,7 +51,9 @@ impl Latencies {
     /// One min/median/max figure per operation, named `latency · <name>`.
     pub fn figures(&self) -> Vec<Figure> {
         let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        all.iter().filter_map(|(name, values, _)| Figure::distribution(format!("latency · {name}"), "ms", values)).collect()
+        all.iter()
+            .filter_map(|(name, values, _)| Figure::distribution(format!("latency · {name}"), "ms", values))
+            .collect()
     }
 }
 
@@ -64,7 +70,8 @@ impl LoggedEvent {
     /// Caused by a model response: streamed text, or a tool part the model asked for. (Text part
     /// updates are not counted: the prompt's own text part can reach Hearth after the request.)
     pub fn is_model_output(&self) -> bool {
-        self.kind == "message.part.delta" || (self.kind == "message.part.updated" && self.part_type.as_deref() == Some("tool"))
+        self.kind == "message.part.delta"
+            || (self.kind == "message.part.updated" && self.part_type.as_deref() == Some("tool"))
     }
 }
 
@@ -99,7 +106,12 @@ impl EventLog {
     }
 
     /// The first event matching `pred` received after `after`, waiting up to `timeout` for it.
-    pub async fn wait_for(&mut self, after: Instant, timeout: Duration, pred: impl Fn(&LoggedEvent) -> bool) -> Option<Instant> {
+    pub async fn wait_for(
+        &mut self,
+        after: Instant,
+        timeout: Duration,
+        pred: impl Fn(&LoggedEvent) -> bool,
+    ) -> Option<Instant> {
         let found = |events: &[LoggedEvent]| events.iter().find(|e| e.received >= after && pred(e)).map(|e| e.received);
         if let Some(at) = found(self.drain()) {
             return Some(at);
@@ -119,7 +131,9 @@ impl EventLog {
         let events = self.drain();
         actions
             .iter()
-            .filter_map(|&action| events.iter().find(|e| e.received >= action && e.is_model_output()).map(|e| ms(e.received - action)))
+            .filter_map(|&action| {
+                events.iter().find(|e| e.received >= action && e.is_model_output()).map(|e| ms(e.received - action))
+            })
             .collect()
     }
 
@@ -146,7 +160,11 @@ mod tests {
 
     #[test]
     fn model_output_events() {
-        let e = |kind: &str, part: Option<&str>| LoggedEvent { kind: kind.into(), part_type: part.map(String::from), received: Instant::now() };
+        let e = |kind: &str, part: Option<&str>| LoggedEvent {
+            kind: kind.into(),
+            part_type: part.map(String::from),
+            received: Instant::now(),
+        };
         assert!(e("message.part.delta", None).is_model_output());
         assert!(e("message.part.updated", Some("tool")).is_model_output());
         assert!(!e("message.part.updated", Some("step-start")).is_model_output());

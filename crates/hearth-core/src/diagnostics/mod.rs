@@ -5,6 +5,7 @@
 
 pub mod corpus;
 pub mod isolation;
+mod isolation_outline;
 mod isolation_steps;
 pub mod measure;
 pub mod outline;
@@ -93,7 +94,13 @@ impl CheckReport {
         let mut out = format!(
             "{} check: {} in {:.1} s\n",
             self.name,
-            if self.cancelled { "CANCELLED" } else if self.passed { "PASSED" } else { "FAILED" },
+            if self.cancelled {
+                "CANCELLED"
+            } else if self.passed {
+                "PASSED"
+            } else {
+                "FAILED"
+            },
             self.duration_ms / 1000.0
         );
         if let Some(error) = &self.error {
@@ -103,7 +110,9 @@ impl CheckReport {
             out.push_str(&format!("  [{}] {} — {}\n", if a.passed { "pass" } else { "FAIL" }, a.name, a.detail));
         }
         for f in &self.figures {
-            if f.samples == 1 {
+            if f.unit == "ratio" {
+                out.push_str(&format!("  {}: {:.2}\n", f.name, f.median));
+            } else if f.samples == 1 {
                 out.push_str(&format!("  {}: {:.1} {}\n", f.name, f.median, f.unit));
             } else {
                 out.push_str(&format!(
