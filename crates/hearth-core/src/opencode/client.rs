@@ -60,7 +60,9 @@ impl Client {
         rb.timeout(API_TIMEOUT)
     }
 
-    async fn send(&self, route: &str, rb: reqwest::RequestBuilder) -> Result<Value, ApiError> {
+    /// Send a request built with [`Client::request`] and decode its JSON answer (routes without a
+    /// method of their own, e.g. for diagnostics).
+    pub async fn send(&self, route: &str, rb: reqwest::RequestBuilder) -> Result<Value, ApiError> {
         let resp = rb.send().await.map_err(|e| ApiError::Transport(e.to_string()))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| ApiError::Transport(e.to_string()))?;
@@ -104,6 +106,14 @@ impl Client {
             .timeout(SUMMARIZE_TIMEOUT)
             .json(&json!({ "providerID": provider, "modelID": model }));
         self.send(&route, rb).await
+    }
+
+    /// Store a user message without calling the model (`noReply`); returns the stored message
+    /// (`{info, parts}`). Used to build conversations for diagnostics without model calls.
+    pub async fn store_user_message(&self, directory: &str, session: &str, text: &str) -> Result<Value, ApiError> {
+        let route = format!("/session/{session}/message");
+        let body = json!({ "noReply": true, "parts": [{ "type": "text", "text": text }] });
+        self.send(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(&body)).await
     }
 
     pub async fn messages(&self, directory: &str, session: &str) -> Result<Value, ApiError> {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
 use super::config::RuntimeConfig;
-use super::events::{EventHub, HubEvent};
+use super::events::{EventHub, HubEvent, Subscription};
 use super::launch::{self, LaunchSpec, Server};
 use super::turn::{Turn, MAX_PROVIDER_RETRIES};
 use super::PINNED_VERSION;
@@ -233,6 +233,12 @@ impl OpenCodeRuntime {
     /// benchmarks that talk to the runtime directly. Its Debug output hides the password.
     pub async fn client(&self) -> Result<Client, RuntimeError> {
         Ok(self.ensure_live().await?.client.clone())
+    }
+
+    /// Subscribe to one native session's events from the runtime's one event stream (launching it
+    /// if needed). Diagnostics time event delivery with the `received` instants.
+    pub async fn subscribe_session(&self, session_id: &str) -> Result<Subscription, RuntimeError> {
+        Ok(self.ensure_live().await?.hub.subscribe(session_id))
     }
 
     /// Make the project's instance inside the runtime now, so the first prompt does not pay for it.

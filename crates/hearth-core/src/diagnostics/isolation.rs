@@ -1,0 +1,347 @@
+//! The isolation check (CodeNomad's `test-compaction-isolation-native.mjs`, adapted to OpenCode
+//! 1.18): one conversation's compaction is held at the scripted model server while the runtime, a
+//! second conversation of the same project and an outline keep answering; then the compaction
+//! completes, and the recorded request proves the whole context corpus reached the model.
+//!
+//! This file: options, the sandboxed setup and the cleanup that always runs. The phases are in
+//! `isolation_steps.rs`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::opencode::client::Client;
+use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
+use crate::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use crate::runtime::{AgentRuntime, RunRequest, RuntimeEvent, WorkMode};
+use crate::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
+use crate::space::{resolve_local, ExecutionSpace};
+
+use super::corpus::CorpusPlan;
+use super::measure::Latencies;
+use super::sandbox::Sandbox;
+use super::{isolation_steps, CheckError, CheckReport, ProgressSink, ReportBuilder};
+
+pub const CHECK_NAME: &str = "isolation";
+/// The step ids progress is reported under, in order.
+pub const STEPS: &[&str] = &[
+    "sandbox",
+    "launch",
+    "seed",
+    "idle",
+    "corpus",
+    "outline-seed",
+    "assembly",
+    "held",
+    "both-held",
+    "outline",
+    "release",
+    "verify",
+    "cleanup",
+];
+/// The marker file of the sandbox project; B's prompts read it and must answer with it.
+pub const MARKER: &str = "PROJECT_4242";
+/// Conversation ids inside the sandbox runtime.
+pub const CONVERSATION_A: &str = "selftest-isolation-a";
+pub const CONVERSATION_B: &str = "selftest-isolation-b";
+/// The profile the sandbox runtime uses: the scripted model server.
+pub const PROFILE_ID: &str = "selftest";
+/// What the sabotaged model answers B (a status the runtime does not retry).
+pub const SABOTAGE_STATUS: u16 = 400;
+pub const SABOTAGE_MESSAGE: &str = "Sabotaged self-test: the scripted model refuses conversation B.";
+
+/// A deliberately broken sandbox, to prove the check can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum Sabotage {
+    /// From A's compaction on, the scripted model refuses every agent request of B.
+    RefuseB,
+}
+
+#[derive(Debug, Clone)]
+pub struct IsolationOptions {
+    pub runtime_binary: PathBuf,
+    /// Folder holding `rg` (the runtime's search tools need it).
+    pub rg_dir: Option<PathBuf>,
+    /// Context corpus in A: 0, 2, 8 or 32 MiB.
+    pub corpus_mib: u32,
+    pub sabotage: Option<Sabotage>,
+    /// Where the sandbox is created (the system temporary folder when `None`).
+    pub sandbox_parent: Option<PathBuf>,
+}
+
+impl IsolationOptions {
+    pub fn new(runtime_binary: PathBuf, rg_dir: Option<PathBuf>, corpus_mib: u32) -> Self {
+        Self { runtime_binary, rg_dir, corpus_mib, sabotage: None, sandbox_parent: None }
+    }
+}
+
+/// Run the isolation check. Never panics on runtime trouble and always cleans up: the report says
+/// what passed, what failed and why, and what was measured.
+pub async fn run_isolation_check(
+    opts: IsolationOptions,
+    progress: ProgressSink,
+    cancel: CancellationToken,
+) -> CheckReport {
+    let mut report = ReportBuilder::new(CHECK_NAME);
+    let outcome = run(&opts, &progress, &cancel, &mut report).await;
+    if let Err(e) = &outcome {
+        progress.report("cleanup", format!("Stopped: {e}"));
+    }
+    report.finish(outcome)
+}
+
+/// Everything the phases share.
+pub(crate) struct Ctx {
+    pub rt: SharedOpenCode,
+    pub runtime: Arc<OpenCodeRuntime>,
+    pub client: Client,
+    pub model: ScriptedModelServer,
+    pub space: ExecutionSpace,
+    pub plan: CorpusPlan,
+    pub progress: ProgressSink,
+    pub lat: Latencies,
+    /// B's native session once sabotage is armed: the model refuses it.
+    pub refuse: Arc<Mutex<Option<String>>>,
+    pub sabotage: Option<Sabotage>,
+}
+
+impl Ctx {
+    pub fn dir(&self) -> &str {
+        self.space.root_str()
+    }
+}
+
+async fn run(
+    opts: &IsolationOptions,
+    progress: &ProgressSink,
+    cancel: &CancellationToken,
+    report: &mut ReportBuilder,
+) -> Result<(), CheckError> {
+    let plan = CorpusPlan::new(opts.corpus_mib).map_err(CheckError::Options)?;
+    if !opts.runtime_binary.is_file() {
+        return Err(CheckError::Options(format!(
+            "the runtime binary {} does not exist",
+            opts.runtime_binary.display()
+        )));
+    }
+    progress.report("sandbox", "Creating a throw-away sandbox and starting the scripted model server.");
+    let sandbox = Sandbox::create(opts.sandbox_parent.as_deref()).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+    let project =
+        sandbox.project("project", &[("marker.txt", MARKER)]).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+    let space = resolve_local(&project).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+    let refuse: Arc<Mutex<Option<String>>> = Arc::default();
+    let model =
+        ScriptedModelServer::start(script(refuse.clone())).map_err(|e| CheckError::ModelServer(e.to_string()))?;
+    let runtime = OpenCodeRuntime::new(config(opts, &model), sandbox.runtime_root());
+    let rt = SharedOpenCode(runtime.clone());
+
+    progress.report("launch", "Starting the runtime inside the sandbox.");
+    // A launch is never dropped half-way (its child would be lost): on cancel, let it finish, then
+    // stop it with everything else.
+    let launched = {
+        let launch = runtime.client();
+        tokio::pin!(launch);
+        tokio::select! {
+            r = &mut launch => r.map_err(|e| CheckError::Runtime(e.to_string())),
+            _ = cancel.cancelled() => {
+                let _ = launch.await;
+                Err(CheckError::Cancelled)
+            }
+        }
+    };
+    let pid = rt.status().pid;
+    let outcome = match launched {
+        Ok(client) => {
+            let ctx = Ctx {
+                rt: rt.clone(),
+                runtime,
+                client,
+                model,
+                space,
+                plan,
+                progress: progress.clone(),
+                lat: Latencies::default(),
+                refuse,
+                sabotage: opts.sabotage,
+            };
+            let outcome = tokio::select! {
+                r = isolation_steps::steps(&ctx, report) => r,
+                _ = cancel.cancelled() => Err(CheckError::Cancelled),
+            };
+            ctx.model.shutdown().await;
+            outcome
+        }
+        Err(e) => {
+            model.shutdown().await;
+            Err(e)
+        }
+    };
+
+    progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
+    rt.dispose().await;
+    let stopped = pid.is_none_or(|pid| !process_alive(pid));
+    let sandbox_path = sandbox.path().to_path_buf();
+    let removed = sandbox.remove();
+    let detail = match (&removed, stopped) {
+        (Ok(()), true) => format!("runtime stopped; {} removed", sandbox_path.display()),
+        (Err(e), _) => e.to_string(),
+        (Ok(()), false) => {
+            format!("the runtime process {} is still running after it was stopped", pid.unwrap_or_default())
+        }
+    };
+    report.check("Sandbox removed and runtime stopped", removed.is_ok() && stopped, detail);
+    outcome
+}
+
+/// The default script, except that once sabotage is armed B's agent requests are refused.
+fn script(refuse: Arc<Mutex<Option<String>>>) -> Script {
+    Script::custom(move |request| {
+        let refused = refuse.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if request.kind == RequestKind::Agent && refused.is_some() && request.session_id == refused {
+            let body = json!({ "error": { "message": SABOTAGE_MESSAGE, "type": "invalid_request_error" } }).to_string();
+            return Reply::Status { code: SABOTAGE_STATUS, body };
+        }
+        default_reply(request)
+    })
+}
+
+fn config(opts: &IsolationOptions, model: &ScriptedModelServer) -> RuntimeConfig {
+    RuntimeConfig {
+        binary: opts.runtime_binary.clone(),
+        rg_dir: opts.rg_dir.clone(),
+        profiles: vec![ModelProfile {
+            id: PROFILE_ID.into(),
+            name: "Self-test scripted model".into(),
+            protocol: Protocol::OpenAiChatCompletions,
+            base_url: model.base_url(),
+            model: model.model_id().into(),
+            authentication: Authentication::ApiKey(model.api_key().into()),
+            image_input: false,
+        }],
+        default_profile: PROFILE_ID.into(),
+        plugins: vec![],
+        mcp: Default::default(),
+        skills_paths: vec![],
+    }
+}
+
+/// Is `pid` a live process? (A zombie counts as gone.) Off Linux, trust the runtime's own stop.
+fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+            .unwrap_or(false)
+    } else {
+        false
+    }
+}
+
+/// A finished run: its answer and how long it took.
+#[derive(Debug, Clone)]
+pub(crate) struct RunOk {
+    pub text: String,
+    pub took: Duration,
+}
+
+/// One whole prompt through the runtime contract (`run` → `Done`), bounded by `timeout`.
+pub(crate) async fn run_prompt(
+    rt: SharedOpenCode,
+    space: ExecutionSpace,
+    conversation: &str,
+    prompt: String,
+    timeout: Duration,
+) -> Result<RunOk, String> {
+    let started = tokio::time::Instant::now();
+    let request = RunRequest {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        conversation_id: conversation.into(),
+        prompt,
+        work_mode: WorkMode::Execute,
+        images: vec![],
+        profile_id: None,
+        space,
+    };
+    // Dropping the stream (timeout) cancels the run.
+    let mut stream = rt.run(request, CancellationToken::new());
+    let finished = tokio::time::timeout(timeout, async {
+        while let Some(event) = stream.next().await {
+            match event {
+                RuntimeEvent::Done { text, .. } => return Ok(text),
+                RuntimeEvent::Error { message } => return Err(message),
+                _ => {}
+            }
+        }
+        Err("the run ended without an answer".to_string())
+    })
+    .await;
+    match finished {
+        Ok(Ok(text)) => Ok(RunOk { text, took: started.elapsed() }),
+        Ok(Err(message)) => Err(message),
+        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+    }
+}
+
+/// A spawned task that is aborted when dropped (cancellation drops the whole check).
+pub(crate) struct Task<T>(tokio::task::JoinHandle<T>);
+
+impl<T: Send + 'static> Task<T> {
+    pub fn spawn(f: impl std::future::Future<Output = T> + Send + 'static) -> Self {
+        Self(tokio::spawn(f))
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    pub async fn join(&mut self) -> Result<T, String> {
+        (&mut self.0).await.map_err(|e| format!("the task failed: {e}"))
+    }
+}
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripted_model::ObservedRequest;
+
+    fn request(session: &str, kind_tools: bool) -> ObservedRequest {
+        let tools = if kind_tools { json!([{"type": "function", "function": {"name": "read"}}]) } else { json!([]) };
+        let body = json!({"messages": [{"role": "user", "content": "Read marker.txt"}], "tools": tools});
+        let bytes = serde_json::to_vec(&body).unwrap().into();
+        ObservedRequest::new(1, Some(session.into()), body, bytes)
+    }
+
+    #[test]
+    fn sabotage_refuses_only_b_and_only_once_armed() {
+        let refuse: Arc<Mutex<Option<String>>> = Arc::default();
+        let s = script(refuse.clone());
+        assert!(matches!(s.reply(&request("ses_b", true)), Reply::ToolCall { .. }));
+        *refuse.lock().unwrap() = Some("ses_b".into());
+        assert!(matches!(s.reply(&request("ses_b", true)), Reply::Status { code: SABOTAGE_STATUS, .. }));
+        assert!(matches!(s.reply(&request("ses_a", true)), Reply::ToolCall { .. }));
+    }
+
+    #[tokio::test]
+    async fn bad_options_are_a_clear_failed_report() {
+        let mut opts = IsolationOptions::new("/nonexistent/opencode".into(), None, 3);
+        let report = run_isolation_check(opts.clone(), ProgressSink::silent(), CancellationToken::new()).await;
+        assert!(!report.passed);
+        assert_eq!(
+            report.error.as_deref(),
+            Some("The options are invalid: the corpus size must be 0, 2, 8 or 32 MiB, not 3 MiB")
+        );
+        opts.corpus_mib = 0;
+        let report = run_isolation_check(opts, ProgressSink::silent(), CancellationToken::new()).await;
+        assert!(report.error.unwrap().contains("the runtime binary /nonexistent/opencode does not exist"));
+    }
+}
