@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod executable;
+pub mod knowledge;
 pub mod logging;
 pub mod opencode;
 pub mod paths;

@@ -1,0 +1,74 @@
+//! Turning arbitrary user or agent text into a safe FTS5 match expression. Nothing typed may reach
+//! FTS5 as syntax: every word becomes a quoted string, so `"`, `*`, `:`, `(`, `AND`, `NEAR` and the
+//! like are searched for as text (or dropped when they hold no letters or digits) and never error.
+
+/// Longest query considered; the rest is ignored.
+pub const MAX_QUERY_BYTES: usize = 1024;
+/// Most words of a query used in the match expression.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchMode {
+    /// Every word must occur in the chunk.
+    All,
+    /// Any word may occur; chunks with more (and rarer) words rank higher.
+    Any,
+}
+
+/// The words of `query` as quoted FTS5 strings. A word ending in `*` stays a prefix search.
+fn terms(query: &str) -> Vec<String> {
+    let mut end = query.len().min(MAX_QUERY_BYTES);
+    while !query.is_char_boundary(end) {
+        end -= 1;
+    }
+    query[..end]
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|word| word.chars().any(char::is_alphanumeric))
+        .take(MAX_QUERY_TERMS)
+        .map(|word| {
+            let prefix = word.ends_with('*');
+            let quoted = format!("\"{}\"", word.trim_end_matches('*').replace('"', "\"\""));
+            if prefix {
+                quoted + "*"
+            } else {
+                quoted
+            }
+        })
+        .collect()
+}
+
+/// The FTS5 expression for `query`, or `None` when it holds no searchable word.
+pub fn match_expression(query: &str, mode: MatchMode) -> Option<String> {
+    let terms = terms(query);
+    if terms.is_empty() {
+        return None;
+    }
+    Some(terms.join(match mode {
+        MatchMode::All => " ",
+        MatchMode::Any => " OR ",
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_and_syntax_is_neutral() {
+        assert_eq!(match_expression("ember protocol", MatchMode::All).unwrap(), r#""ember" "protocol""#);
+        assert_eq!(match_expression("a AND b", MatchMode::Any).unwrap(), r#""a" OR "AND" OR "b""#);
+        assert_eq!(match_expression(r#"say "hi"#, MatchMode::All).unwrap(), r#""say" """hi""#);
+        assert_eq!(match_expression("embe*", MatchMode::All).unwrap(), r#""embe"*"#);
+        assert_eq!(match_expression("*** : ( ) \"", MatchMode::All), None);
+        assert_eq!(match_expression("", MatchMode::All), None);
+    }
+
+    #[test]
+    fn long_queries_are_bounded() {
+        let q = "word ".repeat(1000);
+        let expr = match_expression(&q, MatchMode::Any).unwrap();
+        assert_eq!(expr.matches("\"word\"").count(), MAX_QUERY_TERMS);
+        let q = "é".repeat(MAX_QUERY_BYTES); // cut lands inside a character
+        assert!(match_expression(&q, MatchMode::All).unwrap().len() <= MAX_QUERY_BYTES + 2);
+    }
+}
