@@ -1,6 +1,7 @@
 //! Importing files and folders: scan (bounded), read as UTF-8 text or skip with a reason, copy into
-//! the managed folder, chunk and index. Each file is its own transaction, so a cancelled or failed
-//! import keeps every file it finished and never leaves a half-indexed one.
+//! the managed folder, chunk and index. Files are written in batches (one transaction, bounded in
+//! files, bytes and time), each file in its own savepoint: a cancelled or failed import keeps every
+//! file it finished and never leaves a half-indexed one.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::chunk::chunk_text;
 use super::error::KnowledgeError;
 use super::managed;
+use super::search::{chunk_id, scope_token};
 use super::service::{delete_chunks, now_ms, KnowledgeService};
 use super::types::{DocumentId, ImportProgress, ImportReport, LibraryId, SkippedPath};
 
@@ -23,6 +25,13 @@ pub const MAX_IMPORT_DEPTH: usize = 16;
 pub const MAX_IMPORT_FILES: usize = 20_000;
 /// Folders never entered: version control, dependencies and build output.
 pub const SKIPPED_FOLDER_NAMES: &[&str] = &["node_modules", "target", "__pycache__"];
+
+/// Files written in one transaction. Batching matters: every FTS5 commit writes a new index segment.
+pub const IMPORT_BATCH_FILES: usize = 256;
+/// Bytes written in one transaction.
+pub const IMPORT_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Longest a batch holds the writer lock (renames and deletes wait at most about this long).
+pub const IMPORT_BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Why a file or folder was not imported.
 #[derive(Debug, Clone, PartialEq, Eq, specta::Type)]
@@ -193,26 +202,46 @@ impl KnowledgeService {
         };
         tracing::info!(library = %library, source = %source.display(), files = event.files_total, "knowledge import started");
         progress(event.clone());
-        for candidate in candidates {
-            if cancel.is_cancelled() {
-                report.cancelled = true;
-                break;
-            }
-            match read_text(&candidate.path) {
-                Err(reason) => {
-                    tracing::debug!(path = %candidate.path.display(), %reason, "knowledge import skipped a file");
-                    report.skipped.push(SkippedPath { path: candidate.path.clone(), reason });
+        let mut candidates = candidates.into_iter().peekable();
+        while candidates.peek().is_some() && !report.cancelled {
+            let mut conn = self.writer();
+            let mut tx = conn.transaction()?;
+            let (batch_started, mut batch_files, mut batch_bytes) = (std::time::Instant::now(), 0, 0);
+            while batch_files < IMPORT_BATCH_FILES && batch_bytes < IMPORT_BATCH_BYTES && batch_started.elapsed() < IMPORT_BATCH_TIME {
+                let Some(candidate) = candidates.next() else { break };
+                if cancel.is_cancelled() {
+                    report.cancelled = true;
+                    break;
                 }
-                Ok((bytes, text)) => match self.store(library, &candidate, &bytes, &text)? {
-                    Outcome::Imported => report.imported += 1,
-                    Outcome::Replaced => report.replaced += 1,
-                    Outcome::Unchanged => report.unchanged += 1,
-                },
+                match read_text(&candidate.path) {
+                    Err(reason) => {
+                        tracing::debug!(path = %candidate.path.display(), %reason, "knowledge import skipped a file");
+                        report.skipped.push(SkippedPath { path: candidate.path.clone(), reason });
+                    }
+                    Ok((bytes, text)) => {
+                        let outcome = match self.store(&mut tx, library, &candidate, &bytes, &text) {
+                            Ok(outcome) => outcome,
+                            Err(e) => {
+                                // Keep the files this batch finished; the failed one rolled back.
+                                tx.commit()?;
+                                return Err(e);
+                            }
+                        };
+                        match outcome {
+                            Outcome::Imported => report.imported += 1,
+                            Outcome::Replaced => report.replaced += 1,
+                            Outcome::Unchanged => report.unchanged += 1,
+                        }
+                        batch_files += 1;
+                        batch_bytes += bytes.len();
+                    }
+                }
+                event.files_done += 1;
+                event.bytes_done += candidate.bytes;
+                event.current = Some(candidate.path);
+                progress(event.clone());
             }
-            event.files_done += 1;
-            event.bytes_done += candidate.bytes;
-            event.current = Some(candidate.path);
-            progress(event.clone());
+            tx.commit()?;
         }
         tracing::info!(
             library = %library, imported = report.imported, replaced = report.replaced, unchanged = report.unchanged,
@@ -221,13 +250,20 @@ impl KnowledgeService {
         Ok(report)
     }
 
-    /// Insert or replace one document in one transaction; the managed copy is written before commit.
-    fn store(&self, library: LibraryId, candidate: &Candidate, bytes: &[u8], text: &str) -> Result<Outcome, KnowledgeError> {
+    /// Insert or replace one document in its own savepoint; the managed copy is written before the
+    /// savepoint is released, so a failure leaves neither row nor chunks.
+    fn store(
+        &self,
+        tx: &mut rusqlite::Transaction<'_>,
+        library: LibraryId,
+        candidate: &Candidate,
+        bytes: &[u8],
+        text: &str,
+    ) -> Result<Outcome, KnowledgeError> {
         let hash = format!("{:x}", Sha256::digest(bytes));
         let source_path = candidate.path.to_string_lossy();
-        let mut conn = self.writer();
-        let tx = conn.transaction()?;
-        // Checked inside the transaction: a library deleted mid-import ends the import cleanly.
+        let tx = tx.savepoint()?;
+        // Checked under the writer lock: a library deleted mid-import ends the import cleanly.
         let exists = tx.query_row("SELECT 1 FROM libraries WHERE id = ?1", [library.0], |_| Ok(())).optional()?;
         if exists.is_none() {
             return Err(KnowledgeError::LibraryNotFound(library));
@@ -258,7 +294,7 @@ impl KnowledgeService {
                 )?;
                 let id = DocumentId(tx.last_insert_rowid());
                 let file_name = candidate.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let managed_path = managed::document_dir(library, id).join(file_name);
+                let managed_path = managed::document_file(library, id, &file_name);
                 tx.execute("UPDATE documents SET managed_path = ?1 WHERE id = ?2", params![managed_path.to_string_lossy(), id.0])?;
                 (id, managed_path, Outcome::Imported)
             }
@@ -271,11 +307,13 @@ impl KnowledgeService {
 }
 
 fn insert_chunks(conn: &Connection, library: LibraryId, document: DocumentId, title: &str, text: &str) -> Result<(), KnowledgeError> {
-    let mut chunk_row = conn.prepare_cached("INSERT INTO chunks (document_id, library_id, seq, start_line) VALUES (?1, ?2, ?3, ?4)")?;
-    let mut fts_row = conn.prepare_cached("INSERT INTO chunks_fts (rowid, title, body) VALUES (?1, ?2, ?3)")?;
+    let mut chunk_row = conn.prepare_cached("INSERT INTO chunks (id, document_id, library_id, start_line) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut fts_row = conn.prepare_cached("INSERT INTO chunks_fts (rowid, title, body, scope) VALUES (?1, ?2, ?3, ?4)")?;
+    let scope = scope_token(library);
     for (seq, chunk) in chunk_text(text).iter().enumerate() {
-        chunk_row.execute(params![document.0, library.0, seq as i64, chunk.start_line])?;
-        fts_row.execute(params![conn.last_insert_rowid(), title, chunk.text])?;
+        let id = chunk_id(document, seq);
+        chunk_row.execute(params![id, document.0, library.0, chunk.start_line])?;
+        fts_row.execute(params![id, title, chunk.text, scope])?;
     }
     Ok(())
 }

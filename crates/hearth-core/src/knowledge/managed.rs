@@ -12,9 +12,10 @@ pub(crate) fn library_dir(library: LibraryId) -> PathBuf {
     PathBuf::from(format!("library-{}", library.0))
 }
 
-/// Folder of one document's copy: the document id keeps two files of the same name apart.
-pub(crate) fn document_dir(library: LibraryId, document: DocumentId) -> PathBuf {
-    library_dir(library).join(document.0.to_string())
+/// A document's copy: `library-<id>/<document id>-<file name>`; the id keeps same-named files apart
+/// (one file per document, no folder: creating files is the slow part of a big import).
+pub(crate) fn document_file(library: LibraryId, document: DocumentId, file_name: &str) -> PathBuf {
+    library_dir(library).join(format!("{}-{file_name}", document.0))
 }
 
 /// `relative` under the canonical `root`, refused with [`KnowledgeError::OutsideRoot`] if it is
@@ -58,10 +59,15 @@ pub(crate) fn write(root: &Path, relative: &Path, bytes: &[u8]) -> Result<(), Kn
     Ok(())
 }
 
-/// Remove a folder under `root` and everything in it; a missing folder is fine.
-pub(crate) fn remove_dir(root: &Path, relative: &Path) -> Result<(), KnowledgeError> {
+/// Remove a file or folder (with everything in it) under `root`; a missing one is fine.
+pub(crate) fn remove(root: &Path, relative: &Path) -> Result<(), KnowledgeError> {
     let path = resolve_managed(root, relative)?;
-    match std::fs::remove_dir_all(&path) {
+    let removed = match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&path),
+        Ok(_) => std::fs::remove_file(&path),
+        Err(e) => Err(e),
+    };
+    match removed {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(KnowledgeError::io(path, e)),
@@ -110,8 +116,11 @@ mod tests {
         write(root, Path::new("library-1/1/a.md"), b"two").unwrap();
         assert_eq!(std::fs::read(root.join("library-1/1/a.md")).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(root.join("library-1/1")).unwrap().count(), 1, "no temp file left");
-        remove_dir(root, Path::new("library-1")).unwrap();
+        write(root, Path::new("library-1/2-b.md"), b"b").unwrap();
+        remove(root, Path::new("library-1/2-b.md")).unwrap();
+        assert!(!root.join("library-1/2-b.md").exists() && root.join("library-1/1/a.md").exists());
+        remove(root, Path::new("library-1")).unwrap();
         assert!(!root.join("library-1").exists());
-        remove_dir(root, Path::new("library-1")).unwrap();
+        remove(root, Path::new("library-1")).unwrap();
     }
 }

@@ -6,12 +6,14 @@
 //! it in an `Arc` and call it from async code through [`KnowledgeService::blocking`] (or your own
 //! `tokio::task::spawn_blocking`). Behind it sits one writer connection (a `Mutex`) and a small pool
 //! of read-only connections: the database runs in WAL mode, so searches and reads never wait for an
-//! import, and an import takes the writer lock one file at a time so user edits (rename, delete) are
-//! not stuck behind a long folder import.
+//! import, and an import takes the writer lock one batch at a time (bounded by
+//! [`IMPORT_BATCH_TIME`]) so user edits (rename, delete) are not stuck behind a long folder import.
 //!
 //! # Scoping
-//! `search` and `read_document` take the set of libraries the caller may read (a request's grant);
-//! the filter is part of the SQL, so no hit or document outside that set can come back.
+//! `search` and `read_document` take the set of libraries the caller may read (a request's grant).
+//! Search filters inside the FTS5 expression (every chunk carries its library's token in a column
+//! the user's words cannot reach) and checks each hit's library against the documents table again;
+//! reading filters in SQL. No hit or document outside that set can come back.
 
 mod chunk;
 mod error;
@@ -29,11 +31,12 @@ mod tests;
 pub use chunk::{chunk_text, Chunk, CHUNK_MAX_BYTES, CHUNK_OVERLAP_BYTES};
 pub use error::KnowledgeError;
 pub use import::{
-    SkipReason, MAX_DOCUMENT_BYTES, MAX_IMPORT_DEPTH, MAX_IMPORT_FILES, SKIPPED_FOLDER_NAMES,
+    SkipReason, IMPORT_BATCH_BYTES, IMPORT_BATCH_FILES, IMPORT_BATCH_TIME, MAX_DOCUMENT_BYTES, MAX_IMPORT_DEPTH,
+    MAX_IMPORT_FILES, SKIPPED_FOLDER_NAMES,
 };
 pub use managed::resolve_managed;
-pub use query::{match_expression, MatchMode, MAX_QUERY_BYTES, MAX_QUERY_TERMS};
+pub use query::{expression, match_expression, terms, MatchMode, Term, MAX_QUERY_BYTES, MAX_QUERY_TERMS};
 pub use schema::SCHEMA_VERSION;
-pub use search::{MAX_READ_BYTES, MAX_SEARCH_LIBRARIES, MAX_SEARCH_LIMIT, SNIPPET_TOKENS};
-pub use service::{KnowledgeService, MAX_LIBRARY_NAME_CHARS, READER_POOL_SIZE};
+pub use search::{COMMON_TERM_SHARE, MAX_READ_BYTES, MAX_SEARCH_LIBRARIES, MAX_SEARCH_LIMIT, SNIPPET_TOKENS};
+pub use service::{KnowledgeService, BUSY_TIMEOUT, MAX_LIBRARY_NAME_CHARS, READER_CACHE_KIB, READER_MMAP_BYTES, READER_POOL_SIZE};
 pub use types::*;

@@ -15,8 +15,18 @@ pub enum MatchMode {
     Any,
 }
 
-/// The words of `query` as quoted FTS5 strings. A word ending in `*` stays a prefix search.
-fn terms(query: &str) -> Vec<String> {
+/// One word of a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The word as a quoted FTS5 string (a prefix search if the word ended in `*`).
+    pub quoted: String,
+    /// The word as the index stores it, when it is one plain ASCII token (so its frequency can be
+    /// looked up); `None` for prefixes, phrases and other scripts.
+    pub token: Option<String>,
+}
+
+/// The words of `query`, at most [`MAX_QUERY_TERMS`] from its first [`MAX_QUERY_BYTES`].
+pub fn terms(query: &str) -> Vec<Term> {
     let mut end = query.len().min(MAX_QUERY_BYTES);
     while !query.is_char_boundary(end) {
         end -= 1;
@@ -27,26 +37,32 @@ fn terms(query: &str) -> Vec<String> {
         .take(MAX_QUERY_TERMS)
         .map(|word| {
             let prefix = word.ends_with('*');
-            let quoted = format!("\"{}\"", word.trim_end_matches('*').replace('"', "\"\""));
-            if prefix {
-                quoted + "*"
-            } else {
-                quoted
+            let bare = word.trim_end_matches('*');
+            let quoted = format!("\"{}\"", bare.replace('"', "\"\""));
+            let plain = !prefix && bare.chars().all(|c| c.is_ascii_alphanumeric());
+            Term {
+                quoted: if prefix { quoted + "*" } else { quoted },
+                token: plain.then(|| bare.to_ascii_lowercase()),
             }
         })
         .collect()
 }
 
-/// The FTS5 expression for `query`, or `None` when it holds no searchable word.
-pub fn match_expression(query: &str, mode: MatchMode) -> Option<String> {
-    let terms = terms(query);
+/// The FTS5 expression joining `terms`, or `None` when there are none.
+pub fn expression(terms: &[Term], mode: MatchMode) -> Option<String> {
     if terms.is_empty() {
         return None;
     }
-    Some(terms.join(match mode {
+    let quoted: Vec<&str> = terms.iter().map(|t| t.quoted.as_str()).collect();
+    Some(quoted.join(match mode {
         MatchMode::All => " ",
         MatchMode::Any => " OR ",
     }))
+}
+
+/// The FTS5 expression for `query`, or `None` when it holds no searchable word.
+pub fn match_expression(query: &str, mode: MatchMode) -> Option<String> {
+    expression(&terms(query), mode)
 }
 
 #[cfg(test)]
@@ -61,6 +77,9 @@ mod tests {
         assert_eq!(match_expression("embe*", MatchMode::All).unwrap(), r#""embe"*"#);
         assert_eq!(match_expression("*** : ( ) \"", MatchMode::All), None);
         assert_eq!(match_expression("", MatchMode::All), None);
+        let t = terms("Ember foo-bar embe* été");
+        let tokens: Vec<Option<&str>> = t.iter().map(|t| t.token.as_deref()).collect();
+        assert_eq!(tokens, [Some("ember"), None, None, None]);
     }
 
     #[test]

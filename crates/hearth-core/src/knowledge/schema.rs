@@ -8,7 +8,9 @@ use super::error::KnowledgeError;
 /// released entry; append a new one.
 const MIGRATIONS: &[&str] = &[
     // 1: libraries, documents (one per source file per library), chunks and their FTS5 index.
-    // `chunks_fts` stores its own text with rowid = chunks.id; the library filter joins `chunks`.
+    // `chunks_fts` stores its own text with rowid = chunks.id = document id << CHUNK_ID_BITS | seq, so
+    // a hit's document needs no lookup; `scope` holds a library token so the grant filter runs inside
+    // the index. rank = bm25 weighting a path match over a body match, ignoring the scope column.
     "CREATE TABLE libraries (
         id INTEGER PRIMARY KEY,
         name TEXT NOT NULL,
@@ -29,12 +31,13 @@ const MIGRATIONS: &[&str] = &[
         id INTEGER PRIMARY KEY,
         document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
         library_id INTEGER NOT NULL,
-        seq INTEGER NOT NULL,
         start_line INTEGER NOT NULL
     );
     CREATE INDEX chunks_by_document ON chunks(document_id);
     CREATE INDEX chunks_by_library ON chunks(library_id);
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(title, body, tokenize = 'unicode61 remove_diacritics 2');",
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(title, body, scope, tokenize = 'unicode61 remove_diacritics 2');
+    INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(4.0, 1.0, 0.0)');
+    CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');",
 ];
 
 /// The schema version this build writes.
@@ -103,10 +106,10 @@ mod tests {
     fn the_bundled_sqlite_has_fts5_with_bm25_and_snippets() {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn).unwrap();
-        conn.execute("INSERT INTO chunks_fts(rowid, title, body) VALUES (1, 't', 'the ember protocol')", []).unwrap();
+        conn.execute("INSERT INTO chunks_fts(rowid, title, body, scope) VALUES (1, 't', 'the ember protocol', 'lib1')", []).unwrap();
         let (snippet, rank): (String, f64) = conn
             .query_row(
-                "SELECT snippet(chunks_fts, 1, '«', '»', '…', 8), bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH 'ember'",
+                "SELECT snippet(chunks_fts, 1, '«', '»', '…', 8), rank FROM chunks_fts WHERE chunks_fts MATCH 'ember'",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )

@@ -3,11 +3,12 @@
 use std::io::Read;
 use std::path::Path;
 
-use rusqlite::{params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::error::KnowledgeError;
+use super::import::MAX_DOCUMENT_BYTES;
 use super::managed;
-use super::query::{match_expression, MatchMode};
+use super::query::{expression, terms, MatchMode, Term};
 use super::service::KnowledgeService;
 use super::types::{Document, DocumentId, LibraryId, SearchHit};
 
@@ -17,11 +18,25 @@ pub const MAX_SEARCH_LIMIT: usize = 50;
 pub const MAX_SEARCH_LIBRARIES: usize = 256;
 /// Most bytes of text one read returns.
 pub const MAX_READ_BYTES: usize = 1024 * 1024;
+/// A word found in more than this share of all chunks is left out of the match when the query has
+/// rarer words: bm25 gives it no weight (its idf is floored at that point), so it only costs time.
+pub const COMMON_TERM_SHARE: f64 = 0.5;
 /// Tokens of context in a snippet.
 pub const SNIPPET_TOKENS: i64 = 24;
-/// bm25 weights of the FTS columns (title, body): a match in the file's path counts more.
-const TITLE_WEIGHT: f64 = 4.0;
-const BODY_WEIGHT: f64 = 1.0;
+/// Low bits of a chunk's row id holding its number within the document (see the schema). A document
+/// has fewer chunks than bytes, and at most [`MAX_DOCUMENT_BYTES`] bytes.
+pub(crate) const CHUNK_ID_BITS: u32 = 23;
+const _: () = assert!(MAX_DOCUMENT_BYTES < 1 << CHUNK_ID_BITS);
+
+/// Row id of a document's `seq`-th chunk.
+pub(crate) fn chunk_id(document: DocumentId, seq: usize) -> i64 {
+    (document.0 << CHUNK_ID_BITS) | seq as i64
+}
+
+/// The token in the `scope` column of every chunk of `library`.
+pub(crate) fn scope_token(library: LibraryId) -> String {
+    format!("lib{}", library.0)
+}
 
 /// `(?2, ?3, …)` for the library ids, which follow the first `first` parameters.
 fn placeholders(first: usize, count: usize) -> String {
@@ -39,40 +54,64 @@ fn checked_libraries(libraries: &[LibraryId]) -> Result<Vec<i64>, KnowledgeError
     Ok(ids)
 }
 
-/// Best chunk per document for `expression`, best documents first.
+/// The user's words may match the path or the text only (never the scope column).
+fn text_filter(expression: &str) -> String {
+    format!("{{title body}} : ({expression})")
+}
+
+/// Best chunk per document for `expression`, best documents first, only in `libraries`: the scope
+/// filter is part of the FTS expression, and each hit's library is checked again against the rows.
 fn ranked(conn: &Connection, expression: &str, libraries: &[i64], limit: usize) -> Result<Vec<SearchHit>, KnowledgeError> {
-    // bm25() may not sit inside an aggregate, so rank chunks in a materialized CTE first; then
-    // min(rank) makes the bare columns come from each document's best chunk (an SQLite rule).
-    let sql = format!(
-        "WITH matched AS MATERIALIZED (
-             SELECT c.document_id, c.library_id, chunks_fts.rowid AS chunk,
-                    bm25(chunks_fts, {TITLE_WEIGHT}, {BODY_WEIGHT}) AS rank
-             FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-             WHERE chunks_fts MATCH ?1 AND c.library_id IN {})
-         SELECT document_id, library_id, chunk, min(rank) AS best FROM matched
-         GROUP BY document_id ORDER BY best LIMIT {limit}",
-        placeholders(1, libraries.len())
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let params = std::iter::once(rusqlite::types::Value::from(expression.to_string()))
-        .chain(libraries.iter().map(|&id| rusqlite::types::Value::from(id)));
-    let rows: Vec<(i64, i64, i64, f64)> = stmt
-        .query_map(params_from_iter(params), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-        .collect::<Result<_, _>>()?;
-    let mut snippet = conn.prepare_cached(&format!(
-        "SELECT snippet(chunks_fts, -1, '«', '»', '…', {SNIPPET_TOKENS}), title FROM chunks_fts
-         WHERE chunks_fts MATCH ?1 AND rowid = ?2"
+    let scopes: Vec<String> = libraries.iter().map(|&id| format!("\"{}\"", scope_token(LibraryId(id)))).collect();
+    let full = format!("{} AND scope : ({})", text_filter(expression), scopes.join(" OR "));
+    // min(rank) makes the bare `rowid` the document's best chunk (an SQLite rule for min/max).
+    let mut best = conn.prepare_cached(&format!(
+        "SELECT rowid >> {CHUNK_ID_BITS} AS document, rowid, min(rank) AS best FROM chunks_fts
+         WHERE chunks_fts MATCH ?1 GROUP BY document ORDER BY best LIMIT ?2"
     ))?;
+    let rows: Vec<(i64, i64, f64)> =
+        best.query_map(params![full, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
+    let mut document = conn.prepare_cached("SELECT library_id, title FROM documents WHERE id = ?1")?;
+    let mut snippet = conn.prepare_cached(&format!(
+        "SELECT snippet(chunks_fts, 1, '«', '»', '…', {SNIPPET_TOKENS}) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid = ?2"
+    ))?;
+    let text_only = text_filter(expression);
     let mut hits = Vec::with_capacity(rows.len());
-    for (document, library, chunk, best) in rows {
-        let Some((snippet, path)) =
-            snippet.query_row(rusqlite::params![expression, chunk], |r| Ok((r.get(0)?, r.get(1)?))).optional()?
-        else {
+    for (id, chunk, rank) in rows {
+        let Some((library, path)) = document.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?))).optional()? else {
             continue;
         };
-        hits.push(SearchHit { document_id: DocumentId(document), library_id: LibraryId(library), path, snippet, score: -best });
+        if libraries.binary_search(&library).is_err() {
+            tracing::error!(document = id, library, "knowledge index scope disagrees with the documents table; hit dropped");
+            continue;
+        }
+        let snippet: String = snippet.query_row(params![text_only, chunk], |r| r.get(0)).optional()?.unwrap_or_default();
+        hits.push(SearchHit { document_id: DocumentId(id), library_id: LibraryId(library), path, snippet, score: -rank });
     }
     Ok(hits)
+}
+
+/// `terms` less those in more than [`COMMON_TERM_SHARE`] of all chunks, unless that leaves none.
+fn without_common_terms(conn: &Connection, terms: Vec<Term>) -> Result<Vec<Term>, KnowledgeError> {
+    if terms.len() < 2 {
+        return Ok(terms);
+    }
+    let chunks: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+    let mut frequency = conn.prepare_cached("SELECT doc FROM chunks_vocab WHERE term = ?1")?;
+    let mut rare = Vec::with_capacity(terms.len());
+    for term in &terms {
+        let common = match &term.token {
+            Some(token) => {
+                let rows: i64 = frequency.query_row([token], |r| r.get(0)).optional()?.unwrap_or(0);
+                rows as f64 > chunks as f64 * COMMON_TERM_SHARE
+            }
+            None => false,
+        };
+        if !common {
+            rare.push(term.clone());
+        }
+    }
+    Ok(if rare.is_empty() { terms } else { rare })
 }
 
 impl KnowledgeService {
@@ -86,17 +125,18 @@ impl KnowledgeService {
             return Ok(Vec::new());
         }
         let conn = self.reader()?;
-        let Some(all) = match_expression(query, MatchMode::All) else {
+        // One read transaction: every statement of this search sees the same snapshot.
+        let tx = conn.unchecked_transaction()?;
+        let terms = without_common_terms(&tx, terms(query))?;
+        let Some(all) = expression(&terms, MatchMode::All) else {
             return Ok(Vec::new());
         };
-        let hits = ranked(&conn, &all, &libraries, limit)?;
-        if !hits.is_empty() {
-            return Ok(hits);
+        let mut hits = ranked(&tx, &all, &libraries, limit)?;
+        if hits.is_empty() && terms.len() > 1 {
+            let any = expression(&terms, MatchMode::Any).expect("terms are not empty");
+            hits = ranked(&tx, &any, &libraries, limit)?;
         }
-        match match_expression(query, MatchMode::Any) {
-            Some(any) if any != all => ranked(&conn, &any, &libraries, limit),
-            _ => Ok(hits),
-        }
+        Ok(hits)
     }
 
     /// Read a document's text from its managed copy, at most `max_bytes` (capped at

@@ -14,6 +14,10 @@ use super::types::{DocumentId, DocumentInfo, Library, LibraryId};
 
 /// Idle read-only connections kept for reuse; more are opened under load and closed after.
 pub const READER_POOL_SIZE: usize = 4;
+/// Page cache of each read connection, in KiB: the hot part of the index stays in memory.
+pub const READER_CACHE_KIB: i64 = 32 * 1024;
+/// Bytes of the database a read connection maps into memory (reads without copying).
+pub const READER_MMAP_BYTES: i64 = 256 * 1024 * 1024;
 /// Longest library name, in characters.
 pub const MAX_LIBRARY_NAME_CHARS: usize = 200;
 /// How long a statement waits for a lock held by another connection before failing.
@@ -121,6 +125,8 @@ impl KnowledgeService {
                 let conn = Connection::open_with_flags(&self.db_path, flags)
                     .map_err(|e| KnowledgeError::Open { path: self.db_path.clone(), detail: e.to_string() })?;
                 configure(&conn)?;
+                conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)?;
+                conn.pragma_update(None, "mmap_size", READER_MMAP_BYTES)?;
                 conn
             }
         };
@@ -190,7 +196,7 @@ impl KnowledgeService {
         }
         tx.commit()?;
         // Still under the writer lock, so no import can recreate the folder in between.
-        managed::remove_dir(&self.managed_root, &managed::library_dir(id))?;
+        managed::remove(&self.managed_root, &managed::library_dir(id))?;
         tracing::info!(library = %id, "knowledge library deleted");
         Ok(())
     }
@@ -217,13 +223,13 @@ impl KnowledgeService {
     pub fn delete_document(&self, id: DocumentId) -> Result<(), KnowledgeError> {
         let mut conn = self.writer();
         let tx = conn.transaction()?;
-        let library: Option<i64> =
-            tx.query_row("SELECT library_id FROM documents WHERE id = ?1", [id.0], |r| r.get(0)).optional()?;
-        let library = LibraryId(library.ok_or(KnowledgeError::DocumentNotFound(id))?);
+        let managed_path: Option<String> =
+            tx.query_row("SELECT managed_path FROM documents WHERE id = ?1", [id.0], |r| r.get(0)).optional()?;
+        let managed_path = managed_path.ok_or(KnowledgeError::DocumentNotFound(id))?;
         delete_chunks(&tx, id)?;
         tx.execute("DELETE FROM documents WHERE id = ?1", [id.0])?;
         tx.commit()?;
-        managed::remove_dir(&self.managed_root, &managed::document_dir(library, id))?;
+        managed::remove(&self.managed_root, Path::new(&managed_path))?;
         tracing::info!(document = %id, "knowledge document deleted");
         Ok(())
     }

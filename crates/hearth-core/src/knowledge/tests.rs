@@ -173,6 +173,25 @@ fn fts_syntax_in_queries_never_errors() {
 }
 
 #[test]
+fn a_word_found_everywhere_does_not_drown_the_words_that_matter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = open(tmp.path());
+    let lib = k.create_library("Common").unwrap();
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..6 {
+        std::fs::write(src.path().join(format!("n{i}.md")), format!("note {i}: hearth hearth hearth\n")).unwrap();
+    }
+    std::fs::write(src.path().join("odd.md"), "the quillon is forged cold\n").unwrap();
+    import(&k, lib.id, src.path());
+    // "hearth" is in most chunks and "quillon" never beside it: every-word matching finds nothing,
+    // and any-word matching would list all the notes. Dropping the everywhere-word finds the one.
+    let hits = k.search(&[lib.id], "hearth quillon", 10).unwrap();
+    assert_eq!(paths(&hits), [format!("{}/odd.md", src.path().file_name().unwrap().to_string_lossy())]);
+    // A query of only such words still searches them.
+    assert_eq!(k.search(&[lib.id], "hearth note", 10).unwrap().len(), 6);
+}
+
+#[test]
 fn hits_are_one_per_document_and_the_limit_is_bounded() {
     let tmp = tempfile::tempdir().unwrap();
     let k = open(tmp.path());
