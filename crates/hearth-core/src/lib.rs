@@ -6,6 +6,7 @@ pub mod diagnostics;
 pub mod doctor;
 pub mod executable;
 pub mod images;
+pub mod knowledge;
 pub mod logging;
 pub mod opencode;
 pub mod paths;

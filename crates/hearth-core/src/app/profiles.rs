@@ -18,7 +18,6 @@ pub struct ProfileTestOutcome {
     pub ok: bool,
     /// One sentence for the user.
     pub message: String,
-    #[specta(type = f64)]
     pub latency_ms: u64,
 }
 

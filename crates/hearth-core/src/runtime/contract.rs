@@ -58,14 +58,9 @@ pub struct CompactOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
-    // Token counts stay far below 2^53: plain numbers in TypeScript.
-    #[specta(type = f64)]
     pub input_tokens: u64,
-    #[specta(type = f64)]
     pub output_tokens: u64,
-    #[specta(type = f64)]
     pub reasoning_tokens: u64,
-    #[specta(type = f64)]
     pub cache_read_tokens: u64,
 }
 

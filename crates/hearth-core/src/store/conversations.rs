@@ -12,10 +12,8 @@ pub struct Conversation {
     pub id: String,
     pub project_id: String,
     pub title: String,
-    #[specta(type = f64)]
     pub created_at: i64,
     /// Last activity (a message sent or a reply started); the list is ordered by it.
-    #[specta(type = f64)]
     pub updated_at: i64,
     /// The runtime's session for this conversation, kept so it continues after a restart.
     pub native_session_id: Option<String>,
@@ -24,7 +22,6 @@ pub struct Conversation {
     /// Knowledge libraries the agent may search in this conversation.
     pub library_ids: Vec<String>,
     /// When the conversation was last compacted, if ever.
-    #[specta(type = Option<f64>)]
     pub compacted_at: Option<i64>,
 }
 

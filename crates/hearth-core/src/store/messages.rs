@@ -57,7 +57,6 @@ pub struct Attachment {
     pub id: String,
     pub name: String,
     pub media_type: String,
-    #[specta(type = f64)]
     pub bytes_len: u64,
     /// Where the (validated, downscaled) file is kept in the data folder.
     pub stored_path: String,
@@ -86,9 +85,7 @@ pub struct Message {
     pub status: MessageStatus,
     /// Why the turn failed, as a sentence; set with status `error`.
     pub error: Option<String>,
-    #[specta(type = f64)]
     pub created_at: i64,
-    #[specta(type = f64)]
     pub updated_at: i64,
     pub tool_calls: Vec<ToolCall>,
     pub attachments: Vec<Attachment>,

@@ -14,9 +14,7 @@ pub struct Project {
     pub name: String,
     /// Canonical real path of the folder.
     pub path: String,
-    #[specta(type = f64)]
     pub added_at: i64,
-    #[specta(type = f64)]
     pub last_opened_at: i64,
 }
 
