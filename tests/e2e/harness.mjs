@@ -98,17 +98,19 @@ async function startXvfb() {
  * Start Xvfb, tauri-driver and the app with `env` added to the app's environment. Every app gets
  * its own throw-away data folder (HEARTH_DATA_DIR) so a test never touches a user's real data.
  */
-export async function launchApp({ env = {} } = {}) {
+export async function launchApp({ env = {}, dataDir = null } = {}) {
   if (!existsSync(APP_BIN)) throw new Error(`app binary missing: ${APP_BIN} (build it with cargo build -p hearth)`);
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "hearth-e2e-"));
+  const ownsData = !dataDir;
+  dataDir ??= mkdtempSync(path.join(os.tmpdir(), "hearth-e2e-"));
   const { xvfb, display } = await startXvfb();
   const port = await freePort();
   const nativePort = await freePort();
   const driver = track(spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
-    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, ...env },
+    // The app's own log stays in its data folder; the test output shows warnings only.
+    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", ...env },
     stdio: ["ignore", "inherit", "inherit"],
   }));
-  const app = { xvfb, driver, dataDir, display, browser: null };
+  const app = { xvfb, driver, dataDir, ownsData, display, browser: null };
   try {
     await waitForPort(port, DRIVER_START_MS, driver, "tauri-driver");
     app.browser = await remote({
@@ -134,13 +136,45 @@ export async function stopApp(app) {
   try { await app.browser?.deleteSession(); } catch {}
   await stopChild(app.driver);
   await stopChild(app.xvfb);
-  rmSync(app.dataDir, { recursive: true, force: true });
+  if (app.ownsData) rmSync(app.dataDir, { recursive: true, force: true });
 }
 
 export async function textOf(browser, testid, { timeout = UI_WAIT_MS } = {}) {
   const el = await browser.$(`[data-testid="${testid}"]`);
   await el.waitForDisplayed({ timeout });
-  return (await el.getText()).trim();
+  // WebKitWebDriver's getText is empty for some elements (buttons); innerText is what a user sees.
+  return String(await browser.execute((e) => e.innerText, el)).trim();
+}
+
+/** innerText of every element matching `selector`, in document order. */
+export async function texts(browser, selector) {
+  return browser.execute((sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.innerText.trim()), selector);
+}
+
+/** An attribute of every element matching `selector`. */
+export async function attrs(browser, selector, name) {
+  return browser.execute((sel, n) => Array.from(document.querySelectorAll(sel)).map((e) => e.getAttribute(n)), selector, name);
+}
+
+/** Wait until `predicate()` (run in the test) is true. */
+export async function until(predicate, what, timeout = UI_WAIT_MS) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      if ((last = await predicate())) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last})`);
+}
+
+export async function click(browser, testid) {
+  const el = await browser.$(`[data-testid="${testid}"]`);
+  await el.waitForClickable({ timeout: UI_WAIT_MS });
+  await el.click();
 }
 
 export async function screenshot(browser, name) {

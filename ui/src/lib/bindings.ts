@@ -60,7 +60,7 @@ export type Attachment = {
 	id: string,
 	name: string,
 	mediaType: string,
-	bytesLen: number | null,
+	bytesLen: number,
 	/**  Where the (validated, downscaled) file is kept in the data folder. */
 	storedPath: string,
 	/**  `data:image/png;base64,…`, ready for an `<img src>`. */
@@ -86,9 +86,9 @@ export type Conversation = {
 	id: string,
 	projectId: string,
 	title: string,
-	createdAt: number | null,
+	createdAt: number,
 	/**  Last activity (a message sent or a reply started); the list is ordered by it. */
-	updatedAt: number | null,
+	updatedAt: number,
 	/**  The runtime's session for this conversation, kept so it continues after a restart. */
 	nativeSessionId: string | null,
 	profileId: string | null,
@@ -124,8 +124,8 @@ export type Message = {
 	status: MessageStatus,
 	/**  Why the turn failed, as a sentence; set with status `error`. */
 	error: string | null,
-	createdAt: number | null,
-	updatedAt: number | null,
+	createdAt: number,
+	updatedAt: number,
 	toolCalls: ToolCall[],
 	attachments: Attachment[],
 	usage: Usage | null,
@@ -183,7 +183,7 @@ export type ProfileTestOutcome = {
 	ok: boolean,
 	/**  One sentence for the user. */
 	message: string,
-	latencyMs: number | null,
+	latencyMs: number,
 };
 
 export type Project = {
@@ -191,8 +191,8 @@ export type Project = {
 	name: string,
 	/**  Canonical real path of the folder. */
 	path: string,
-	addedAt: number | null,
-	lastOpenedAt: number | null,
+	addedAt: number,
+	lastOpenedAt: number,
 };
 
 /**  What a run streams, in order. Exactly one of `Done` or `Error` ends every run. */
@@ -258,10 +258,10 @@ export type ToolCallStatus = "running" | "done" | "error";
 
 /**  Token counts of one model step, as the runtime reports them. */
 export type Usage = {
-	inputTokens: number | null,
-	outputTokens: number | null,
-	reasoningTokens: number | null,
-	cacheReadTokens: number | null,
+	inputTokens: number,
+	outputTokens: number,
+	reasoningTokens: number,
+	cacheReadTokens: number,
 };
 
 export type Value = null | boolean | number | string | Value[] | { [key in string]: Value };

@@ -44,8 +44,12 @@ impl Hearth {
         let attachments = self.save_attachments(conversation_id, &images).await?;
 
         let cid = conversation_id.to_string();
+        let retitle = (conversation.title == DEFAULT_CONVERSATION_TITLE).then(|| title_from(&text)).flatten();
         let (user, reply) = blocking(&self.store, move |s| {
             let user = s.add_user_message(&cid, &text, attachments)?;
+            if let Some(title) = retitle {
+                s.rename_conversation(&cid, &title)?;
+            }
             let reply = s.begin_assistant_message(&cid)?;
             Ok((user, reply))
         })
@@ -227,6 +231,34 @@ impl Hearth {
     }
 }
 
+/// Title of a conversation nobody has named yet; its first message names it.
+pub const DEFAULT_CONVERSATION_TITLE: &str = "New conversation";
+/// Longest automatic title, in characters.
+pub const AUTO_TITLE_CHARS: usize = 60;
+
+/// A title from the first line of the first message.
+fn title_from(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut title: String = line.chars().take(AUTO_TITLE_CHARS).collect();
+    if line.chars().count() > AUTO_TITLE_CHARS {
+        title.push('…');
+    }
+    Some(title)
+}
+
 fn image_input(img: PreparedImage) -> ImageInput {
     ImageInput { name: img.name, media_type: img.media_type, bytes: Arc::new(img.bytes) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_come_from_the_first_line() {
+        assert_eq!(title_from("\n  Fix the build\nplease").as_deref(), Some("Fix the build"));
+        assert_eq!(title_from("   "), None);
+        let long = "x".repeat(AUTO_TITLE_CHARS + 5);
+        assert_eq!(title_from(&long).unwrap().chars().count(), AUTO_TITLE_CHARS + 1);
+    }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use attachments::StagedAttachment;
+pub use conversations::DEFAULT_CONVERSATION_TITLE;
 pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
 pub use events::{AppEvents, ConversationEvent, ConversationEventKind, NoEvents};
 use runtime_setup::{BinaryInputs, Binaries, BuiltinModel, SetupError};

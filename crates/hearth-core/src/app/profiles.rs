@@ -118,6 +118,9 @@ mod tests {
         let o = generation_check(&server.base_url(), "scripted", Some(server.api_key())).await;
         assert!(o.ok, "{o:?}");
         assert!(o.message.contains("“ready”"), "{o:?}");
+        let builtin = ScriptedModelServer::start(Script::default_agent()).unwrap();
+        let o = generation_check(&builtin.base_url(), "scripted", Some(builtin.api_key())).await;
+        assert!(o.ok && o.message.ends_with(": “ready”."), "{o:?}");
     }
 
     #[tokio::test]

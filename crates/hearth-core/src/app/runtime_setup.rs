@@ -8,7 +8,7 @@ use crate::executable::ProbeEnv;
 use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
 use crate::opencode::locate::{self, LocateInputs};
 use crate::ripgrep::{self, RgInputs};
-use crate::scripted_model::{Script, ScriptedModelServer};
+use crate::scripted_model::{HoldHandle, HoldRule, RequestKind, Script, ScriptedModelServer};
 use crate::store::{self, Store, BUILTIN_SCRIPTED_BASE_URL};
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -47,22 +47,29 @@ pub async fn locate_binaries(inputs: &BinaryInputs) -> Result<Binaries, SetupErr
     Ok(Binaries { opencode: oc.path, rg_dir })
 }
 
+/// A message containing this is held by the built-in model until the user stops the turn: a way
+/// to try cancelling without a slow real model (and what the e2e suite uses).
+pub const BUILTIN_HOLD_DIRECTIVE: &str = "[hold]";
+
 /// The built-in scripted model server, started on first use and kept for the app's lifetime.
 #[derive(Default)]
-pub struct BuiltinModel(tokio::sync::OnceCell<Arc<ScriptedModelServer>>);
+pub struct BuiltinModel(tokio::sync::OnceCell<(Arc<ScriptedModelServer>, HoldHandle)>);
 
 impl BuiltinModel {
     pub async fn get(&self) -> Result<Arc<ScriptedModelServer>, SetupError> {
         self.0
             .get_or_try_init(|| async {
-                ScriptedModelServer::start(Script::default_agent()).map(Arc::new).map_err(|e| SetupError::Builtin(e.to_string()))
+                let server = ScriptedModelServer::start(Script::default_agent()).map_err(|e| SetupError::Builtin(e.to_string()))?;
+                // Never released: held requests end when the runtime aborts them.
+                let hold = server.hold(HoldRule::kind(RequestKind::Agent).with_predicate(|r| r.last_user_text().contains(BUILTIN_HOLD_DIRECTIVE)));
+                Ok((Arc::new(server), hold))
             })
             .await
-            .cloned()
+            .map(|(s, _)| s.clone())
     }
 
     pub fn started(&self) -> Option<Arc<ScriptedModelServer>> {
-        self.0.get().cloned()
+        self.0.get().map(|(s, _)| s.clone())
     }
 }
 

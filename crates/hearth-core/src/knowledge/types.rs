@@ -7,12 +7,12 @@ use super::import::SkipReason;
 /// A library's id. Ids are SQLite row ids, far below 2^53, so they travel to the UI as numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, specta::Type)]
 #[serde(transparent)]
-pub struct LibraryId(#[specta(type = f64)] pub i64);
+pub struct LibraryId(pub i64);
 
 /// A document's id (see [`LibraryId`] for the number type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, specta::Type)]
 #[serde(transparent)]
-pub struct DocumentId(#[specta(type = f64)] pub i64);
+pub struct DocumentId(pub i64);
 
 impl std::fmt::Display for LibraryId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

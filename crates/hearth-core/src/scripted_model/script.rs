@@ -79,8 +79,15 @@ impl fmt::Debug for Script {
 /// - agent with unanswered tool results → the first `PROJECT_<n>` marker in them, exactly, else a
 ///   sentence quoting the output;
 /// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
+/// - "reply with the single word: X" (a connection check) → X;
 /// - otherwise → a deterministic reply echoing the prompt.
 pub fn default_reply(request: &ObservedRequest) -> Reply {
+    // A connection check ("Reply with the single word: ready") gets exactly that word.
+    if let Some(word) = request.last_user_text().to_ascii_lowercase().split("reply with the single word:").nth(1).and_then(|r| r.split_whitespace().next().map(str::to_owned)) {
+        if request.kind != RequestKind::Compaction {
+            return Reply::Text(word.trim_end_matches(['.', '!']).to_owned());
+        }
+    }
     match request.kind {
         RequestKind::Title => Reply::Text(title_for(&request.last_user_text())),
         RequestKind::Compaction => Reply::Text(summary_for(request)),

@@ -1,0 +1,111 @@
+// The everyday flow in the real window with the built-in scripted model and the real runtime: add a
+// project, converse (tool card, streamed reply), attach an image, cancel a held turn, restart.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { attrs, click, launchApp, realRuntime, ROOT, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
+
+/** A turn includes the runtime's first start in a new project: allow for a slow machine. */
+const TURN_MS = 120_000;
+const PNG_B64 = readFileSync(path.join(ROOT, "fixtures/images/ember-64x48.png")).toString("base64");
+const ASSISTANT = '[data-testid="message"][data-role="assistant"]';
+const lastStatus = async (browser) => (await attrs(browser, ASSISTANT, "data-status")).at(-1);
+
+describe("a conversation in the real window", () => {
+  realRuntime(); // fails the suite when the runtime binary is missing
+  const scratch = mkdtempSync(path.join(os.tmpdir(), "hearth-e2e-conv-"));
+  const project = path.join(scratch, "demo-project");
+  const dataDir = path.join(scratch, "data");
+  let app;
+
+  before(async () => {
+    const fs = await import("node:fs");
+    fs.mkdirSync(project);
+    fs.mkdirSync(dataDir);
+    writeFileSync(path.join(project, "marker.txt"), "PROJECT_4711");
+    app = await launchApp({ dataDir });
+  });
+  after(async () => {
+    await stopApp(app);
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  const assistantMessages = () => app.browser.$$('[data-testid="message"][data-role="assistant"]');
+  const lastAssistant = async () => {
+    const all = await assistantMessages();
+    return all[all.length - 1];
+  };
+
+  it("adds a project and starts a conversation", async () => {
+    await click(app.browser, "add-project");
+    await (await app.browser.$('[data-testid="project-path"]')).setValue(project);
+    await click(app.browser, "project-add-submit");
+    await until(async () => (await textOf(app.browser, "project-item")) === "demo-project", "the project in the sidebar", 20_000);
+    await click(app.browser, "new-conversation");
+    await (await app.browser.$('[data-testid="conversation-view"]')).waitForDisplayed({ timeout: 10_000 });
+  });
+
+  it("streams a reply that read marker.txt with the runtime's read tool", async () => {
+    const input = await app.browser.$('[data-testid="composer-input"]');
+    await input.setValue("Read marker.txt");
+    await app.browser.keys("Enter");
+    await until(async () => (await lastStatus(app.browser)) === "done", "the reply to finish", TURN_MS);
+    assert.equal((await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1), "PROJECT_4711");
+    const reply = await lastAssistant();
+    const card = await reply.$('[data-testid="tool-card"]');
+    assert.equal(await card.getAttribute("data-tool"), "read");
+    assert.equal(await card.getAttribute("data-status"), "done");
+    await card.$("button").click();
+    assert.match(await (await card.$('[data-testid="tool-output"]')).getText(), /PROJECT_4711/);
+    await screenshot(app.browser, "conversation-view");
+  });
+
+  it("shows an attached image as a thumbnail before and after sending", async () => {
+    await app.browser.execute((b64) => {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const file = new File([bytes], "pixel.png", { type: "image/png" });
+      const dt = new DataTransfer();
+      dt.items.add(file);
+      const ev = new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true });
+      document.querySelector('[data-testid="composer-input"]').dispatchEvent(ev);
+    }, PNG_B64);
+    await (await app.browser.$('[data-testid="staged-thumbnail"]')).waitForDisplayed({ timeout: 20_000 });
+    await (await app.browser.$('[data-testid="composer-input"]')).setValue("What is in this image?");
+    await app.browser.keys("Enter");
+    const thumb = await app.browser.$('[data-testid="message"][data-role="user"] [data-testid="message-thumbnail"]');
+    await thumb.waitForDisplayed({ timeout: 20_000 });
+    assert.match(await thumb.getAttribute("src"), /^data:image\/png;base64,/);
+    await until(async () => (await lastStatus(app.browser)) === "done", "the image turn to finish", TURN_MS);
+  });
+
+  it("cancels a turn held by the scripted model", async () => {
+    await (await app.browser.$('[data-testid="composer-input"]')).setValue("[hold] take your time");
+    await app.browser.keys("Enter");
+    await (await app.browser.$('[data-testid="cancel-button"]')).waitForDisplayed({ timeout: 20_000 });
+    await new Promise((r) => setTimeout(r, 1000)); // let the request reach the model and be held
+    await click(app.browser, "cancel-button");
+    await until(async () => (await lastStatus(app.browser)) === "cancelled", "the turn to be cancelled", 30_000);
+    assert.equal(await textOf(app.browser, "message-cancelled"), "Stopped.");
+    await (await app.browser.$('[data-testid="send-button"]')).waitForDisplayed({ timeout: 10_000 });
+  });
+
+  it("finds the conversation intact after a restart", async () => {
+    const before = await texts(app.browser, '[data-testid="message-text"]');
+    const beforeStatus = await attrs(app.browser, '[data-testid="message"]', "data-status");
+    await stopApp(app);
+    app = await launchApp({ dataDir });
+    await click(app.browser, "project-item");
+    await click(app.browser, "conversation-item");
+    await until(async () => (await texts(app.browser, '[data-testid="message"]')).length === 6, "6 messages after restart", 20_000);
+    assert.deepEqual(await texts(app.browser, '[data-testid="message-text"]'), before);
+    assert.deepEqual(await attrs(app.browser, '[data-testid="message"]', "data-status"), beforeStatus);
+    assert.equal(beforeStatus.at(-1), "cancelled");
+    await click(app.browser, "nav-profiles");
+    await (await app.browser.$('[data-testid="profile-card"]')).waitForDisplayed({ timeout: 10_000 });
+    await click(app.browser, "profile-test");
+    assert.match(await textOf(app.browser, "profile-test-result"), /The model answered in \d+ ms/);
+    await screenshot(app.browser, "profiles-view");
+  });
+});
