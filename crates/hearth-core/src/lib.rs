@@ -3,10 +3,12 @@
 
 pub mod doctor;
 pub mod executable;
+pub mod gateway;
 pub mod logging;
 pub mod opencode;
 pub mod paths;
 pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;
+pub mod skills;
 pub mod space;
