@@ -3,7 +3,9 @@
 //!
 //! How a run uses it (the runtime side):
 //! 1. At launch: `RuntimeConfig.mcp[GATEWAY_MCP_NAME] = gateway.mcp_entry_with_secret_file(dir)?`
-//!    and `RuntimeConfig.plugins.push(plugin_url(&write_plugin(dir)?))`.
+//!    and `RuntimeConfig.plugins.push(plugin_url(&write_plugin(dir)?))`, and before spawning,
+//!    `preseed_plugin_dependencies(&root.join("config/opencode"))?` (else every new project
+//!    instance waits ~70 s for an offline npm install; see [`plugin::preseed_plugin_dependencies`]).
 //! 2. Before a run: `let token = gateway.grant(&request.request_id, scope)`.
 //! 3. When the run's native session is known and BEFORE its prompt is sent:
 //!    `gateway.bind_session(&session_id, &request.request_id, &token)?`.
@@ -36,7 +38,7 @@ pub use custom::{CustomServerConfig, CustomServerStatus, ServerState, MAX_CUSTOM
 pub use grants::{CapabilityToken, GrantError, GrantScope, DEFAULT_GRANT_TTL};
 pub use knowledge::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit};
 pub use naming::GATEWAY_MCP_NAME;
-pub use plugin::{plugin_url, write_plugin, SESSION_ARG};
+pub use plugin::{plugin_url, preseed_plugin_dependencies, write_plugin, SESSION_ARG};
 pub use record::ForwardedCall;
 pub use server::{MCP_PATH, UNAUTHORIZED_SENTENCE};
 pub use sessions::AuthError;

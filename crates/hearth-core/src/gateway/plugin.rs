@@ -47,6 +47,30 @@ pub fn write_plugin(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The runtime installs `@opencode-ai/plugin` into each config folder it reads, and a runtime
+/// with plugins waits for that install before it creates a project instance: offline (the
+/// registry is unreachable on purpose) that wait was 70 s here. The install is skipped when the
+/// folder has `node_modules/` and its `package-lock.json` lists every dependency of its
+/// `package.json` plus that package. Call this on `<runtime root>/config/opencode` before launch
+/// whenever `RuntimeConfig.plugins` is not empty. Existing files are left as they are.
+pub fn preseed_plugin_dependencies(config_dir: &Path) -> std::io::Result<()> {
+    let version = crate::opencode::PINNED_VERSION;
+    std::fs::create_dir_all(config_dir.join("node_modules"))?;
+    let deps = serde_json::json!({ PLUGIN_PACKAGE: version });
+    let package = config_dir.join("package.json");
+    if !package.exists() {
+        std::fs::write(&package, serde_json::json!({ "dependencies": deps }).to_string())?;
+    }
+    let lock = config_dir.join("package-lock.json");
+    if !lock.exists() {
+        std::fs::write(&lock, serde_json::json!({ "packages": { "": { "dependencies": deps } } }).to_string())?;
+    }
+    Ok(())
+}
+
+/// The package the runtime wants in every config folder.
+pub const PLUGIN_PACKAGE: &str = "@opencode-ai/plugin";
+
 /// `file://` URL of a plugin path, as the runtime config expects.
 pub fn plugin_url(path: &Path) -> String {
     format!("file://{}", path.display())
@@ -66,6 +90,16 @@ mod tests {
         assert!(src.contains("output.args[ARG] = input.sessionID;"));
         assert!(!src.contains("output.args = "), "reassigning args would not reach the tool");
         assert!(src.contains("export const"), "an ESM module");
+    }
+
+    #[test]
+    fn preseeding_lists_the_plugin_package_in_package_json_and_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        preseed_plugin_dependencies(dir.path()).unwrap();
+        assert!(dir.path().join("node_modules").is_dir());
+        let read = |f: &str| serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(dir.path().join(f)).unwrap()).unwrap();
+        assert_eq!(read("package.json")["dependencies"][PLUGIN_PACKAGE], crate::opencode::PINNED_VERSION);
+        assert_eq!(read("package-lock.json")["packages"][""]["dependencies"][PLUGIN_PACKAGE], crate::opencode::PINNED_VERSION);
     }
 
     #[test]
