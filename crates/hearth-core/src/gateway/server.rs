@@ -75,7 +75,11 @@ pub(super) async fn serve(core: Arc<Core>, secret: &str) -> std::io::Result<Http
     let cancel = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(cancel.child_token())
-        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
+        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
+        // Stateless, plain JSON answers: no MCP session to keep, no SSE framing per call. The
+        // gateway's state lives in its grants, not in MCP sessions.
+        .with_legacy_session_mode(false)
+        .with_json_response(true);
     let service = StreamableHttpService::new(move || Ok(Handler { core: core.clone() }), Arc::new(LocalSessionManager::default()), config);
     let expected: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
     let app = axum::Router::new()
