@@ -217,7 +217,7 @@ mod tests {
         std::fs::create_dir_all(src.join("assets")).unwrap();
         std::fs::write(src.join("assets/a.txt"), "asset").unwrap();
         let pkg = load(&src).unwrap();
-        let staged = stage(&[pkg.clone()], &tmp.path().join("staged")).unwrap();
+        let staged = stage(std::slice::from_ref(&pkg), &tmp.path().join("staged")).unwrap();
         assert_eq!(std::fs::read_to_string(staged.join("alpha/SKILL.md")).unwrap(), "---\nname: alpha\ndescription: A.\n---\nALPHA\n");
         assert_eq!(std::fs::read_to_string(staged.join("alpha/assets/a.txt")).unwrap(), "asset");
         // Staging again replaces the old content; duplicates are refused.

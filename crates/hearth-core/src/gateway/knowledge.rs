@@ -112,10 +112,13 @@ pub fn call(access: &dyn KnowledgeAccess, libraries: &[String], tool: &str, args
     }
 }
 
-/// A knowledge base held in memory: libraries of (id, title, text). For tests and the self-test.
+/// (document id, title, text).
+type MemoryDoc = (String, String, String);
+
+/// A knowledge base held in memory: libraries of documents. For tests and the self-test.
 #[derive(Debug, Default)]
 pub struct InMemoryKnowledge {
-    libraries: Mutex<BTreeMap<String, Vec<(String, String, String)>>>,
+    libraries: Mutex<BTreeMap<String, Vec<MemoryDoc>>>,
 }
 
 impl InMemoryKnowledge {
