@@ -1,0 +1,100 @@
+//! A tool call through the gateway (MCP over loopback HTTP → gateway → fixture over stdio) against
+//! the same call straight to the stdio fixture. Prints p50/p90 and the p50 ratio (goal ≤ 1.2).
+//! Run: `cargo bench -p hearth-core --bench gateway`.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use hearth_core::gateway::*;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::json;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_hearth-mcp-fixture");
+/// Calls before measuring (connections, caches, allocator warm).
+const WARMUP_CALLS: usize = 50;
+/// Measured calls per path.
+const MEASURED_CALLS: usize = 500;
+/// The goal for gateway p50 / direct p50.
+const GOAL_RATIO: f64 = 1.2;
+
+fn params(seed: &str, session: Option<&str>) -> CallToolRequestParams {
+    let mut args = json!({ "theme": "neon-ruins", "seed": seed, "targetCount": 5 });
+    if let Some(s) = session {
+        args[SESSION_ARG] = json!(s);
+    }
+    CallToolRequestParams::new("create_game_blueprint").with_arguments(args.as_object().unwrap().clone())
+}
+
+async fn measure(client: &RunningService<RoleClient, ()>, name: &str, session: Option<&str>) -> Vec<Duration> {
+    let mut p = params("bench", session);
+    p.name = name.to_string().into();
+    let mut times = Vec::with_capacity(MEASURED_CALLS);
+    for i in 0..WARMUP_CALLS + MEASURED_CALLS {
+        let started = Instant::now();
+        let r = client.call_tool(p.clone()).await.expect("call");
+        let took = started.elapsed();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        if i >= WARMUP_CALLS {
+            times.push(took);
+        }
+    }
+    times.sort();
+    times
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        // Straight to the fixture over stdio.
+        let mut child = tokio::process::Command::new(FIXTURE).stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn().unwrap();
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let direct = ().serve((stdout, stdin)).await.unwrap();
+
+        // Through the gateway.
+        let gw = Gateway::start(GatewayOptions::default()).await.unwrap();
+        gw.set_custom_servers(vec![CustomServerConfig {
+            id: "fx".into(),
+            name: "Fixture".into(),
+            command: FIXTURE.into(),
+            args: vec![],
+            env: Default::default(),
+            enabled: true,
+            assigned_runtimes: vec!["opencode".into()],
+            allow_dynamic_tools: false,
+        }])
+        .await;
+        gw.wait_until_settled(Duration::from_secs(20)).await;
+        let token = gw.grant("bench", GrantScope { libraries: vec![], custom_servers: vec!["fx".into()], ttl: DEFAULT_GRANT_TTL });
+        gw.bind_session("ses_bench", "bench", &token).unwrap();
+        let secret = gw.authorization().trim_start_matches("Bearer ").to_string();
+        let via = ().serve(StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(gw.url()).auth_header(secret))).await.unwrap();
+
+        // Interleave the two paths so machine noise hits both alike.
+        let mut d_all = Vec::new();
+        let mut g_all = Vec::new();
+        for _ in 0..2 {
+            d_all.extend(measure(&direct, "create_game_blueprint", None).await);
+            g_all.extend(measure(&via, "fixture_create_game_blueprint", Some("ses_bench")).await);
+        }
+        d_all.sort();
+        g_all.sort();
+        let (d50, g50) = (pct(&d_all, 0.5), pct(&g_all, 0.5));
+        let ratio = g50.as_secs_f64() / d50.as_secs_f64();
+        println!("gateway bench: {} calls per path", d_all.len());
+        println!("  direct stdio   p50 {:>8.1} µs   p90 {:>8.1} µs", d50.as_secs_f64() * 1e6, pct(&d_all, 0.9).as_secs_f64() * 1e6);
+        println!("  via gateway    p50 {:>8.1} µs   p90 {:>8.1} µs", g50.as_secs_f64() * 1e6, pct(&g_all, 0.9).as_secs_f64() * 1e6);
+        println!("  added by gateway p50 {:.1} µs", (g50.as_secs_f64() - d50.as_secs_f64()) * 1e6);
+        println!("  p50 ratio {ratio:.2} (goal ≤ {GOAL_RATIO}) {}", if ratio <= GOAL_RATIO { "MET" } else { "NOT MET" });
+        via.cancel().await.ok();
+        direct.cancel().await.ok();
+        gw.dispose().await;
+    });
+}
