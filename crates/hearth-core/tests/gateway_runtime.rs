@@ -8,13 +8,14 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use hearth_core::gateway::*;
-use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
 use hearth_core::runtime::*;
-use hearth_core::scripted_model::{default_reply, HoldRule, Reply, RequestKind, Script, ScriptedModelServer};
+use hearth_core::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::skills;
 use hearth_core::space::{resolve_local, ExecutionSpace};
 use serde_json::json;
@@ -52,21 +53,15 @@ struct Outcome {
     text: String,
 }
 
-/// One run the way the runtime will drive the gateway: grant → (session known) bind → prompt →
-/// request_ended. The runtime cannot bind yet, so this stand-in holds the run's model requests
-/// at the scripted model until the session is bound: no tool call can come before the binding.
-async fn run(rt: &SharedOpenCode, gw: &Gateway, model: &ScriptedModelServer, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, CapabilityToken) {
+/// One run: grant, then the runtime binds the session through its hooks before the prompt is sent
+/// and revokes the grant when the run ends.
+async fn run(rt: &SharedOpenCode, hooks: &GatewayRunHooks, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, String) {
     let request_id = uuid::Uuid::new_v4().to_string();
-    let token = gw.grant(&request_id, scope);
-    let marker = format!("REQUEST_{request_id}");
-    let hold = {
-        let marker = marker.clone();
-        model.hold(HoldRule::kind(RequestKind::Agent).with_predicate(move |r| r.last_user_text().contains(&marker)))
-    };
+    let tag = hooks.grant(&request_id, scope);
     let request = RunRequest {
         request_id: request_id.clone(),
         conversation_id: conversation.into(),
-        prompt: format!("Build the game for wave {wave}. {marker}"),
+        prompt: format!("Build the game for wave {wave}. REQUEST_{request_id}"),
         work_mode: WorkMode::Execute,
         images: vec![],
         profile_id: None,
@@ -77,11 +72,7 @@ async fn run(rt: &SharedOpenCode, gw: &Gateway, model: &ScriptedModelServer, spa
     let all = async {
         while let Some(ev) = stream.next().await {
             match ev {
-                RuntimeEvent::Session { native_session_id } => {
-                    gw.bind_session(&native_session_id, &request_id, &token).expect("bind the run's session");
-                    hold.release();
-                    session = native_session_id;
-                }
+                RuntimeEvent::Session { native_session_id } => session = native_session_id,
                 RuntimeEvent::Done { text: t, .. } => text = Some(t),
                 RuntimeEvent::Error { message } => panic!("{conversation} wave {wave}: {message}"),
                 _ => {}
@@ -89,8 +80,7 @@ async fn run(rt: &SharedOpenCode, gw: &Gateway, model: &ScriptedModelServer, spa
         }
     };
     tokio::time::timeout(RUN_TIMEOUT, all).await.expect("run timed out");
-    gw.request_ended(&request_id);
-    (Outcome { request_id, session, text: text.expect("no Done event") }, token)
+    (Outcome { request_id, session, text: text.expect("no Done event") }, tag)
 }
 
 fn staged_skills(root: &Path) -> std::path::PathBuf {
@@ -113,7 +103,8 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
         })
         .collect();
 
-    let gw = Gateway::start(GatewayOptions::default()).await.unwrap();
+    let gw = Arc::new(Gateway::start(GatewayOptions::default()).await.unwrap());
+    let hooks = GatewayRunHooks::new(gw.clone());
     gw.set_custom_servers(vec![CustomServerConfig {
         id: "fbf42200-4e60-48d0-b5f2-e816db38ac54".into(),
         name: "Fixture".into(),
@@ -136,9 +127,8 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
     config.skills_paths.push(staged_skills(&root));
     assert!(!config.to_opencode_json(Path::new("/s")).to_string().contains(gw.authorization().trim_start_matches("Bearer ")), "the secret is referenced by file");
-    // The runtime waits for an (offline, failing) npm install before loading plugins unless seeded.
-    preseed_plugin_dependencies(&root.join("runtime/config/opencode")).unwrap();
-    let runtime = OpenCodeRuntime::new(config, root.join("runtime"));
+    let options = RuntimeOptions { hooks: Some(hooks.clone() as Arc<dyn RunHooks>), ..Default::default() };
+    let runtime = OpenCodeRuntime::with_options(config, root.join("runtime"), options);
     let rt = SharedOpenCode(runtime.clone());
 
     let granted = GrantScope { libraries: vec![], custom_servers: vec![server_id.clone()], ttl: DEFAULT_GRANT_TTL };
@@ -146,14 +136,14 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let mut tags: HashMap<String, String> = HashMap::new();
     for wave in 0..2 {
         let runs = spaces.iter().enumerate().flat_map(|(p, space)| {
-            let (rt, gw, model, granted) = (&rt, &gw, &model, granted.clone());
+            let (rt, hooks, granted) = (&rt, &hooks, granted.clone());
             (0..2).map(move |c| {
                 let granted = granted.clone();
-                async move { run(rt, gw, model, space, &format!("project-{p}-{c}"), wave, granted).await }
+                async move { run(rt, hooks, space, &format!("project-{p}-{c}"), wave, granted).await }
             })
         });
-        for (outcome, token) in futures::future::join_all(runs).await {
-            tags.insert(outcome.request_id.clone(), token.tag());
+        for (outcome, tag) in futures::future::join_all(runs).await {
+            tags.insert(outcome.request_id.clone(), tag);
             outcomes.push(outcome);
         }
     }
@@ -181,7 +171,7 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
 
     // A conversation of the same project whose grant does not name the server is refused.
     let no_server = GrantScope { libraries: vec![], custom_servers: vec![], ttl: DEFAULT_GRANT_TTL };
-    let (refused, _) = run(&rt, &gw, &model, &spaces[0], "project-0-0", 2, no_server).await;
+    let (refused, _) = run(&rt, &hooks, &spaces[0], "project-0-0", 2, no_server).await;
     assert!(refused.text.contains("no grant for the MCP server \"Fixture\""), "{}", refused.text);
     assert!(!refused.text.contains(fixture::RELAY_NAME));
     assert_eq!(gw.recorded_calls().len(), 8, "the refused call was not forwarded");

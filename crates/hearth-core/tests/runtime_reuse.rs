@@ -1,5 +1,7 @@
 //! goodbuddy's runtime-reuse test, ported: one real `opencode serve` across 2 and 10 projects, 2
-//! conversations each, 2 concurrent waves — tools, continuation, per-request images, compaction.
+//! conversations each, 2 concurrent waves — tools, continuation, per-request images, compaction;
+//! for 2 projects also the skill and the user's MCP server through the gateway, each call under the
+//! grant of the request that made it.
 
 mod support;
 
@@ -9,9 +11,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt;
-use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::gateway::*;
+use hearth_core::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
+use hearth_core::skills;
 use hearth_core::runtime::*;
-use hearth_core::scripted_model::{RequestKind, Script, ScriptedModelServer};
+use hearth_core::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::space::resolve_local;
 use tokio_util::sync::CancellationToken;
 
@@ -33,22 +37,77 @@ async fn reuse(project_count: usize) {
     let images: Vec<Vec<u8>> = (0..2).map(|i| support::png(i + 1)).collect();
     let images_b64: Vec<String> = images.iter().map(|b| base64::engine::general_purpose::STANDARD.encode(b)).collect();
 
-    let model = ScriptedModelServer::start(Script::default_agent()).unwrap();
-    let config = support::config_for(binary, rg_dir, &model, with_images);
+    // The 2-project case is goodbuddy's full seed: read the marker, load the skill, call the
+    // user's MCP server through the gateway with seed = the request id, then answer the marker.
+    let capability_results: Arc<Mutex<Vec<String>>> = Arc::default();
+    let script = if with_images {
+        let capability_results = capability_results.clone();
+        Script::custom(move |r| {
+            if r.kind != RequestKind::Agent || !r.has_tool("read") {
+                return default_reply(r);
+            }
+            let results = r.tool_results_after_last_user();
+            let request_id = r.last_user_text().split("REQUEST_").nth(1).and_then(|s| s.split_whitespace().next()).unwrap_or("").to_string();
+            match results.len() {
+                0 => Reply::tool_call("read", serde_json::json!({ "filePath": "marker.txt" })),
+                1 => Reply::tool_call("skill", serde_json::json!({ "name": "web-3d-game" })),
+                2 => match r.tool_names().into_iter().find(|n| n.ends_with("_create_game_blueprint")) {
+                    Some(tool) => Reply::tool_call(tool, serde_json::json!({ "theme": "neon-ruins", "seed": request_id, "targetCount": 5 })),
+                    None => Reply::text("the shared MCP fixture is not exposed"),
+                },
+                _ => {
+                    capability_results.lock().unwrap().push(results.join("\n"));
+                    Reply::text(find_marker(&results[0]).unwrap_or("NO_MARKER").to_string())
+                }
+            }
+        })
+    } else {
+        Script::default_agent()
+    };
+    let model = ScriptedModelServer::start(script).unwrap();
+    let mut config = support::config_for(binary, rg_dir, &model, with_images);
+    let mut options = RuntimeOptions::default();
+    let mut gateway = None;
+    if with_images {
+        let gw = Arc::new(Gateway::start(GatewayOptions::default()).await.unwrap());
+        gw.set_custom_servers(vec![CustomServerConfig {
+            id: "fbf42200-4e60-48d0-b5f2-e816db38ac54".into(),
+            name: "Shared blueprint".into(),
+            command: env!("CARGO_BIN_EXE_hearth-mcp-fixture").into(),
+            args: vec![],
+            env: Default::default(),
+            enabled: true,
+            assigned_runtimes: vec![OPENCODE_FAMILY.into()],
+            allow_dynamic_tools: false,
+        }])
+        .await;
+        let statuses = gw.wait_until_settled(Duration::from_secs(30)).await;
+        assert!(matches!(statuses[0].state, ServerState::Ready { .. }), "{statuses:?}");
+        let private = root.join("gateway");
+        config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
+        config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
+        let skills_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills");
+        let packages: Vec<_> = skills::scan(&skills_dir).into_iter().collect::<Result<_, _>>().unwrap();
+        config.skills_paths.push(skills::stage(&packages, &root.join("skills")).unwrap());
+        let hooks = GatewayRunHooks::new(gw);
+        options.hooks = Some(hooks.clone() as Arc<dyn RunHooks>);
+        gateway = Some(hooks);
+    }
+    let grant_tags: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let key = config.key();
     let registry = Arc::new(LocalRuntimeRegistry::new());
     let created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>> = Arc::default();
     let manager = {
-        let (registry, created, config, rt_root) = (registry.clone(), created.clone(), config.clone(), root.join("runtime"));
+        let (registry, created, config, rt_root, options) = (registry.clone(), created.clone(), config.clone(), root.join("runtime"), options.clone());
         let release_registry = registry.clone();
         SelectedRuntimeManager::new(
             1,
             move |selection: RuntimeSelection, space| {
-                let (registry, created, config, rt_root) = (registry.clone(), created.clone(), config.clone(), rt_root.clone());
+                let (registry, created, config, rt_root, options) = (registry.clone(), created.clone(), config.clone(), rt_root.clone(), options.clone());
                 async move {
                     registry
                         .acquire(OPENCODE_FAMILY, selection.key, space, move || {
-                            let rt = OpenCodeRuntime::new(config, rt_root);
+                            let rt = OpenCodeRuntime::with_options(config, rt_root, options);
                             created.lock().unwrap().push(rt.clone());
                             Ok(Arc::new(SharedOpenCode(rt)) as Arc<dyn ProcessRuntime>)
                         })
@@ -71,10 +130,14 @@ async fn reuse(project_count: usize) {
     let mut wave0_requests: Vec<(String, usize)> = Vec::new(); // request id → project
     for wave in 0..2 {
         let runs = facades.iter().enumerate().flat_map(|(p, facade)| {
-            let images = &images;
+            let (images, gateway, grant_tags) = (&images, &gateway, &grant_tags);
             (0..2).map(move |c| {
                 let facade = facade.clone();
                 let request_id = uuid::Uuid::new_v4().to_string();
+                if let Some(hooks) = gateway {
+                    let scope = GrantScope { libraries: vec![], custom_servers: vec!["fbf42200-4e60-48d0-b5f2-e816db38ac54".into()], ttl: DEFAULT_GRANT_TTL };
+                    grant_tags.lock().unwrap().insert(request_id.clone(), hooks.grant(&request_id, scope));
+                }
                 let conversation_id = format!("project-{p}-{c}");
                 let request = RunRequest {
                     request_id: request_id.clone(),
@@ -112,6 +175,9 @@ async fn reuse(project_count: usize) {
             assert_eq!(text, format!("PROJECT_{p}"), "{conversation} wave {wave}: streamed text");
             assert_eq!(final_text, text);
             assert!(tools.iter().any(|(t, out)| t == "read" && out.contains(&format!("PROJECT_{p}"))), "{conversation}: the runtime's read tool read the marker: {tools:?}");
+            if with_images {
+                assert!(tools.iter().any(|(t, out)| t == "skill" && out.contains("HEARTH_SKILL_WEB_3D_GAME")), "{conversation}: the skill loaded: {tools:?}");
+            }
             if wave == 0 {
                 native_sessions.insert(conversation, session);
                 wave0_requests.push((request_id, p));
@@ -140,6 +206,22 @@ async fn reuse(project_count: usize) {
                 assert!(!r.contains_text(&images_b64[1 - p]), "request {request_id}: another project's image leaked");
             }
         }
+    }
+
+    if let Some(hooks) = &gateway {
+        let results = capability_results.lock().unwrap().clone();
+        assert_eq!(results.len(), 8, "every run reached the capability step");
+        for r in &results {
+            assert!(r.contains(fixture::GAME_GLOBAL) && r.contains(fixture::RELAY_NAME), "capability result: {r}");
+        }
+        let calls = hooks.gateway().recorded_calls();
+        assert_eq!(calls.len(), 8, "8 MCP calls through the gateway: {calls:#?}");
+        let tags = grant_tags.lock().unwrap().clone();
+        for call in &calls {
+            assert_eq!(call.args["seed"], serde_json::json!(call.request_id), "authorized by the grant of the request that made it");
+            assert_eq!(Some(&call.token_tag), tags.get(&call.request_id), "under that request's own token");
+        }
+        assert_eq!(calls.iter().map(|c| &c.request_id).collect::<HashSet<_>>().len(), 8);
     }
 
     for (i, facade) in facades.iter().enumerate() {
@@ -180,6 +262,9 @@ async fn reuse(project_count: usize) {
     manager.dispose().await;
     registry.dispose().await;
     assert!(support::gone_within(pid, 10).await, "runtime process {pid} left behind after dispose");
+    if let Some(hooks) = gateway {
+        hooks.gateway().dispose().await;
+    }
     model.shutdown().await;
 }
 

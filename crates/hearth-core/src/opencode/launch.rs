@@ -152,6 +152,12 @@ fn prepare_root(spec: &LaunchSpec) -> Result<(), LaunchError> {
         let dir = spec.root.join(sub);
         std::fs::create_dir_all(&dir).map_err(err(&dir))?;
     }
+    // With any plugin configured the runtime first npm-installs its plugin package into the config
+    // folder and, offline, waits ~70 s per new project for that to fail; a pre-seeded folder skips it.
+    if spec.config.get("plugin").and_then(|p| p.as_array()).is_some_and(|p| !p.is_empty()) {
+        let dir = spec.root.join("config").join("opencode");
+        crate::gateway::preseed_plugin_dependencies(&dir).map_err(err(&dir))?;
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

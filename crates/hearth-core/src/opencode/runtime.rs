@@ -63,11 +63,34 @@ impl OutsideProject {
 }
 
 /// How a runtime process is run, beyond its configuration (these do not change its key).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RuntimeOptions {
     pub outside_project: OutsideProject,
     /// Where launched processes are recorded for the start-up sweep.
     pub records_dir: Option<PathBuf>,
+    /// Told of each run's session before its prompt is sent, and of its end (the gateway's grants).
+    pub hooks: Option<Arc<dyn RunHooks>>,
+}
+
+impl std::fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("outside_project", &self.outside_project)
+            .field("records_dir", &self.records_dir)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
+}
+
+/// Tells the hooks a run ended, on every way out of it.
+struct RunEnded(Option<Arc<dyn RunHooks>>, String);
+
+impl Drop for RunEnded {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.run_ended(&self.1);
+        }
+    }
 }
 
 pub struct OpenCodeRuntime {
@@ -295,6 +318,7 @@ impl OpenCodeRuntime {
 
     async fn run_inner(self: Arc<Self>, request: RunRequest, cancel: CancellationToken, out: mpsc::UnboundedSender<RuntimeEvent>) {
         let _active = ActiveRun::new(self.active_runs.clone());
+        let _ended = RunEnded(self.options.hooks.clone(), request.request_id.clone());
         let fail = |message: String| {
             let _ = out.send(RuntimeEvent::Error { message });
         };
@@ -321,6 +345,11 @@ impl OpenCodeRuntime {
             Err(e) => return fail(e.to_string()),
         };
         self.touch_instance(request.space.root_str());
+        if let Some(hooks) = &self.options.hooks {
+            if let Err(e) = hooks.session_ready(&request.request_id, &session) {
+                return fail(format!("The run's tool grant could not be attached: {e}"));
+            }
+        }
         let _ = out.send(RuntimeEvent::Session { native_session_id: session.clone() });
         let directory = request.space.root_str().to_string();
         let mut sub = live.hub.subscribe(&session);

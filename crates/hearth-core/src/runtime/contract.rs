@@ -161,3 +161,11 @@ pub trait AgentRuntime: Send + Sync {
     fn status(&self) -> RuntimeStatus;
     async fn dispose(&self);
 }
+
+/// Told when a run's native session is known — before its prompt is sent — and when the run ends.
+/// This is how a per-request grant follows a run into the tool calls the runtime makes for it.
+pub trait RunHooks: Send + Sync {
+    /// Refusing fails the run with the returned sentence, before anything reaches the model.
+    fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), String>;
+    fn run_ended(&self, request_id: &str);
+}
