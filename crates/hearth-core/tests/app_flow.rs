@@ -153,3 +153,42 @@ async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
     assert_eq!(messages[0].text, "my precious words");
     hearth.shutdown().await;
 }
+
+/// Two conversations of ONE project run at once, each with its own knowledge grant: each reaches
+/// only its own libraries, and a conversation with none is refused, not handed another's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_conversations_of_one_project_see_only_their_own_libraries() {
+    if support::require_runtime().await.is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let project_dir = tmp.path().join("project");
+    std::fs::create_dir(&project_dir).unwrap();
+    let fixtures = support::workspace_root().join("fixtures/knowledge");
+    let events = Arc::new(Recorder::default());
+    let locate = LocateInputs { anchors: vec![support::workspace_root()], ..Default::default() };
+    let hearth = Hearth::open(options(&tmp.path().join("data"), locate), events.clone()).await.unwrap();
+
+    let ember = hearth.create_library("Ember".into()).await.unwrap();
+    let tide = hearth.create_library("Tide".into()).await.unwrap();
+    hearth.import_into_library(ember.id.0, fixtures.join("ember-protocol.md").display().to_string(), |_| {}).await.unwrap();
+    hearth.import_into_library(tide.id.0, fixtures.join("tidewater-ledger.txt").display().to_string(), |_| {}).await.unwrap();
+
+    let project = hearth.store().add_project(&project_dir).unwrap();
+    let a = hearth.store().create_conversation(&project.id, "A").unwrap();
+    let b = hearth.store().create_conversation(&project.id, "B").unwrap();
+    let c = hearth.store().create_conversation(&project.id, "C").unwrap();
+    hearth.set_conversation_libraries(a.id.clone(), vec![ember.id.0.to_string()]).await.unwrap();
+    hearth.set_conversation_libraries(b.id.clone(), vec![tide.id.0.to_string()]).await.unwrap();
+
+    // The same question in all three, at once.
+    for conv in [&a, &b, &c] {
+        hearth.send_message(&conv.id, "Search knowledge for zephyrine handshake".into(), vec![]).await.unwrap();
+    }
+    let (ra, rb, rc) = (events.finished(&a.id, 1).await, events.finished(&b.id, 1).await, events.finished(&c.id, 1).await);
+    let output = |m: &Message| m.tool_calls.first().map(|t| format!("{:?} {:?}", t.output, t.error)).unwrap_or_else(|| format!("no tool call: {}", m.text));
+    assert!(output(&ra).contains("ember-protocol"), "A searches its own library: {}", output(&ra));
+    assert!(output(&rb).contains("No results") && !output(&rb).contains("ember-protocol"), "B must not see A's library: {}", output(&rb));
+    assert!(output(&rc).contains("No knowledge library is attached"), "C has no grant: {}", output(&rc));
+    hearth.shutdown().await;
+}

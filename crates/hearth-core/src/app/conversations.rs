@@ -65,8 +65,13 @@ impl Hearth {
             }
             turns.insert(conversation_id.into(), Turn { cancel: cancel.clone() });
         }
+        let request_id = uuid::Uuid::new_v4().to_string();
+        if let Err(e) = self.grant_for(&request_id, &conversation.library_ids).await {
+            self.turns.lock().unwrap().remove(conversation_id);
+            return Err(e);
+        }
         let request = RunRequest {
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id,
             conversation_id: conversation_id.into(),
             prompt: user.text.clone(),
             work_mode: conversation.work_mode,

@@ -5,6 +5,7 @@
 mod attachments;
 mod catalog;
 mod profiles;
+pub mod tools;
 mod conversations;
 pub mod events;
 pub mod runtime_setup;
@@ -55,6 +56,8 @@ pub enum AppError {
     AttachmentIo(String),
     #[error("Hearth stopped a task unexpectedly: {0}")]
     Task(String),
+    #[error("{0}")]
+    Tools(String),
 }
 
 pub type AppResult<T> = Result<T, AppError>;
@@ -85,6 +88,7 @@ pub struct Hearth {
     owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>>,
     turns: Mutex<HashMap<String, Turn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
+    tools: tools::Tools,
 }
 
 /// Run a store call off the async threads.
@@ -110,11 +114,13 @@ impl Hearth {
         if !swept.stopped.is_empty() {
             tracing::warn!(stopped = ?swept.stopped, "stopped runtimes left behind by an earlier Hearth");
         }
+        let tools = tools::Tools::start(&options.paths.data_dir).await?;
         let registry = Arc::new(LocalRuntimeRegistry::with_config(options.registry));
         let configs: Arc<Mutex<HashMap<RuntimeKey, _>>> = Arc::default();
         let owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>> = Arc::default();
         let mut runtime_options = options.runtime;
         runtime_options.records_dir.get_or_insert(records);
+        runtime_options.hooks = Some(tools.hooks.clone() as Arc<dyn RunHooks>);
         let manager = {
             let (registry, configs, owners) = (registry.clone(), configs.clone(), owners.clone());
             let release_registry = registry.clone();
@@ -141,7 +147,7 @@ impl Hearth {
                 },
             )
         };
-        Ok(Arc::new(Self {
+        let hearth = Arc::new(Self {
             paths: options.paths,
             store,
             events,
@@ -154,7 +160,16 @@ impl Hearth {
             owners,
             turns: Mutex::new(HashMap::new()),
             staged: Mutex::new(HashMap::new()),
-        }))
+            tools,
+        });
+        // The user's MCP servers start in the background; their status shows in the Tools view.
+        let me = hearth.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.refresh_mcp_servers().await {
+                tracing::warn!(error = %e, "could not start the configured MCP servers");
+            }
+        });
+        Ok(hearth)
     }
 
     pub fn store(&self) -> &Store {
@@ -188,7 +203,8 @@ impl Hearth {
     /// The facade for `space` under the current configuration, and the process owner behind it.
     pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<(Arc<WorkspaceRuntime>, Arc<OpenCodeRuntime>)> {
         let binaries = self.binaries().await?;
-        let config = runtime_setup::runtime_config(&self.store, &binaries, &self.builtin).await?;
+        let mut config = runtime_setup::runtime_config(&self.store, &binaries, &self.builtin).await?;
+        self.tools.configure(&mut config);
         let key = config.key();
         self.configs.lock().unwrap().insert(key.clone(), config);
         let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key: key.clone() };
@@ -233,6 +249,7 @@ impl Hearth {
         let _ = self.store.flush_pending();
         self.manager.dispose().await;
         self.registry.dispose().await;
+        self.tools.hooks.gateway().dispose().await;
         if let Some(model) = self.builtin.started() {
             model.shutdown().await;
         }

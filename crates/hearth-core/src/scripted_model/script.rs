@@ -80,6 +80,7 @@ impl fmt::Debug for Script {
 ///   sentence quoting the output;
 /// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
 /// - "reply with the single word: X" (a connection check) → X;
+/// - "search knowledge for X" with a `…knowledge_search` tool offered → call it with `{"query": X}`;
 /// - otherwise → a deterministic reply echoing the prompt.
 pub fn default_reply(request: &ObservedRequest) -> Reply {
     // A connection check ("Reply with the single word: ready") gets exactly that word.
@@ -101,6 +102,12 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
                 });
             }
             let prompt = request.last_user_text();
+            // "search knowledge for <words>": the knowledge tool the gateway exposes, if granted.
+            if let Some(query) = prompt.to_ascii_lowercase().split("search knowledge for").nth(1).map(|q| q.trim().trim_end_matches(['.', '?', '!']).to_string()) {
+                if let Some(tool) = request.tool_names().into_iter().find(|t| t.ends_with("knowledge_search")) {
+                    return Reply::tool_call(tool, json!({ "query": query }));
+                }
+            }
             match read_request(&prompt) {
                 Some(path) if request.has_tool("read") => Reply::tool_call("read", json!({ "filePath": path })),
                 _ => Reply::Text(format!("Scripted reply to: {}", excerpt(&prompt))),

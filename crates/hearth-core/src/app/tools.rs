@@ -1,0 +1,249 @@
+//! What a run may reach beyond the runtime's own tools: the knowledge libraries and the user's MCP
+//! servers, behind the gateway, plus skill packages. One gateway per app; each run gets a grant.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{blocking, AppError, AppResult, Hearth};
+use crate::gateway::{
+    self, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, DEFAULT_GRANT_TTL,
+    GATEWAY_MCP_NAME,
+};
+use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
+use crate::opencode::config::RuntimeConfig;
+use crate::runtime::OPENCODE_FAMILY;
+use crate::skills::{self, SkillPackage};
+use crate::store::{McpServer, McpServerInput, Store};
+
+/// Search hits shown in the knowledge view.
+pub const UI_SEARCH_LIMIT: usize = 20;
+
+/// The knowledge service as the gateway sees it (library ids as text).
+pub struct KnowledgeBridge(pub Arc<KnowledgeService>);
+
+fn library_ids(ids: &[String]) -> Vec<LibraryId> {
+    ids.iter().filter_map(|s| s.parse().ok()).map(LibraryId).collect()
+}
+
+impl KnowledgeAccess for KnowledgeBridge {
+    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, String> {
+        let hits = self.0.search(&library_ids(libraries), query, limit).map_err(|e| e.to_string())?;
+        Ok(hits
+            .into_iter()
+            .map(|h| KnowledgeHit { library: h.library_id.0.to_string(), document_id: h.document_id.0.to_string(), title: h.path, snippet: h.snippet, score: h.score })
+            .collect())
+    }
+
+    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, String> {
+        let id = document_id.parse().map(DocumentId).map_err(|_| format!("`{document_id}` is not a document id from knowledge_search."))?;
+        let d = self.0.read_document(&library_ids(libraries), id, max_bytes).map_err(|e| e.to_string())?;
+        Ok(KnowledgeDoc { library: d.library_id.0.to_string(), document_id: d.id.0.to_string(), title: d.path, text: d.text, truncated: d.truncated })
+    }
+}
+
+/// The parts behind the runtime's extra tools.
+pub struct Tools {
+    pub knowledge: Arc<KnowledgeService>,
+    pub hooks: Arc<GatewayRunHooks>,
+    /// The runtime config's `mcp` entry for the gateway (secret referenced by file).
+    mcp_entry: serde_json::Value,
+    plugin_url: String,
+    skills_source: PathBuf,
+    skills_staged: PathBuf,
+}
+
+impl Tools {
+    pub async fn start(data_dir: &Path) -> AppResult<Self> {
+        let db = data_dir.join("knowledge.sqlite3");
+        let root = data_dir.join("knowledge");
+        let knowledge = Arc::new(
+            tokio::task::spawn_blocking(move || KnowledgeService::open(db, root))
+                .await
+                .map_err(|e| AppError::Task(e.to_string()))?
+                .map_err(|e| AppError::Tools(e.to_string()))?,
+        );
+        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), ..Default::default() })
+            .await
+            .map_err(|e| AppError::Tools(e.to_string()))?;
+        let private = data_dir.join("runtime").join("gateway");
+        let mcp_entry = gw.mcp_entry_with_secret_file(&private).map_err(|e| AppError::Tools(e.to_string()))?;
+        let plugin_url = gateway::plugin_url(&gateway::write_plugin(&private).map_err(|e| AppError::Tools(e.to_string()))?);
+        Ok(Self {
+            knowledge,
+            hooks: GatewayRunHooks::new(Arc::new(gw)),
+            mcp_entry,
+            plugin_url,
+            skills_source: data_dir.join("skills"),
+            skills_staged: data_dir.join("runtime").join("skills"),
+        })
+    }
+
+    /// Add the gateway, its plugin and the staged skills to a runtime configuration.
+    pub fn configure(&self, config: &mut RuntimeConfig) {
+        config.mcp.insert(GATEWAY_MCP_NAME.into(), self.mcp_entry.clone());
+        config.plugins.push(self.plugin_url.clone());
+        let valid: Vec<SkillPackage> = skills::scan(&self.skills_source).into_iter().filter_map(Result::ok).collect();
+        if !valid.is_empty() {
+            match skills::stage(&valid, &self.skills_staged) {
+                Ok(dir) => config.skills_paths.push(dir),
+                Err(e) => tracing::warn!(error = %e, "could not stage skill packages"),
+            }
+        }
+    }
+}
+
+/// A custom server as the UI lists it, with its live status.
+#[derive(Debug, Clone, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerView {
+    pub server: McpServer,
+    pub status: Option<CustomServerStatus>,
+}
+
+/// A skill package as the UI lists it.
+#[derive(Debug, Clone, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillView {
+    pub name: String,
+    pub description: String,
+    pub path: String,
+    /// Why the package cannot be used, if it cannot.
+    pub problem: Option<String>,
+}
+
+async fn custom_configs(store: &Store) -> AppResult<Vec<CustomServerConfig>> {
+    blocking(store, |s| {
+        s.list_mcp_servers()?
+            .into_iter()
+            .map(|m| {
+                let env = s.mcp_env(&m.id)?.into_iter().collect();
+                Ok(CustomServerConfig {
+                    id: m.id,
+                    name: m.name,
+                    command: m.command,
+                    args: m.args,
+                    env,
+                    enabled: m.enabled,
+                    assigned_runtimes: m.assigned_runtimes,
+                    allow_dynamic_tools: m.allow_dynamic_tools,
+                })
+            })
+            .collect()
+    })
+    .await
+}
+
+impl Hearth {
+    /// (Re)start the user's MCP servers from the stored settings.
+    pub async fn refresh_mcp_servers(&self) -> AppResult<()> {
+        let configs = custom_configs(&self.store).await?;
+        self.tools.hooks.gateway().set_custom_servers(configs).await;
+        Ok(())
+    }
+
+    /// The grant of one run: its conversation's libraries and every enabled server assigned to it.
+    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<()> {
+        let servers = blocking(&self.store, |s| s.list_mcp_servers()).await?;
+        let custom_servers = servers.into_iter().filter(|m| m.enabled && m.assigned_runtimes.iter().any(|r| r == OPENCODE_FAMILY)).map(|m| m.id).collect();
+        self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL });
+        Ok(())
+    }
+
+    pub async fn list_mcp_servers(&self) -> AppResult<Vec<McpServerView>> {
+        let statuses = self.tools.hooks.gateway().custom_server_statuses();
+        let servers = blocking(&self.store, |s| s.list_mcp_servers()).await?;
+        Ok(servers.into_iter().map(|server| McpServerView { status: statuses.iter().find(|st| st.id == server.id).cloned(), server }).collect())
+    }
+
+    /// Add (`id` None) or update a server; `env` values are secrets, stored outside the database.
+    pub async fn save_mcp_server(&self, id: Option<String>, input: McpServerInput, env: Vec<(String, String)>) -> AppResult<McpServer> {
+        let saved = blocking(&self.store, move |s| {
+            let server = match &id {
+                Some(id) => s.update_mcp_server(id, &input)?,
+                None => s.add_mcp_server(&input)?,
+            };
+            for (k, v) in &env {
+                s.set_mcp_env(&server.id, k, Some(v))?;
+            }
+            s.get_mcp_server(&server.id)
+        })
+        .await?;
+        self.refresh_mcp_servers().await?;
+        Ok(saved)
+    }
+
+    pub async fn set_mcp_server_enabled(&self, id: String, enabled: bool) -> AppResult<()> {
+        blocking(&self.store, move |s| s.set_mcp_server_enabled(&id, enabled)).await?;
+        self.refresh_mcp_servers().await
+    }
+
+    pub async fn delete_mcp_server(&self, id: String) -> AppResult<()> {
+        blocking(&self.store, move |s| s.delete_mcp_server(&id)).await?;
+        self.refresh_mcp_servers().await
+    }
+
+    pub fn list_skills(&self) -> Vec<SkillView> {
+        skills::scan(&self.tools.skills_source)
+            .into_iter()
+            .map(|r| match r {
+                Ok(p) => SkillView { name: p.name.clone(), description: p.description.clone(), path: p.dir.display().to_string(), problem: None },
+                Err(e) => SkillView { name: String::new(), description: String::new(), path: String::new(), problem: Some(e.to_string()) },
+            })
+            .collect()
+    }
+
+    /// Copy a skill package folder into Hearth's skills (validated first). Takes effect for
+    /// projects opened after the runtime reloads them.
+    pub async fn add_skill(&self, folder: String) -> AppResult<SkillView> {
+        let package = skills::load(Path::new(&folder)).map_err(|e| AppError::Tools(e.to_string()))?;
+        let dest = self.tools.skills_source.join(&package.name);
+        let src = package.dir.clone();
+        tokio::task::spawn_blocking(move || copy_dir(&src, &dest)).await.map_err(|e| AppError::Task(e.to_string()))?.map_err(|e| AppError::Tools(format!("Hearth could not copy the skill: {e}")))?;
+        Ok(SkillView { name: package.name, description: package.description, path: folder, problem: None })
+    }
+
+    pub async fn list_libraries(&self) -> AppResult<Vec<Library>> {
+        self.knowledge(|k| k.list_libraries()).await
+    }
+
+    pub async fn create_library(&self, name: String) -> AppResult<Library> {
+        self.knowledge(move |k| k.create_library(&name)).await
+    }
+
+    pub async fn delete_library(&self, id: i64) -> AppResult<()> {
+        self.knowledge(move |k| k.delete_library(LibraryId(id))).await
+    }
+
+    /// Import a file or folder into a library; `progress` is told as files are done.
+    pub async fn import_into_library(&self, id: i64, path: String, progress: impl FnMut(crate::knowledge::ImportProgress) + Send + 'static) -> AppResult<crate::knowledge::ImportReport> {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.knowledge(move |k| k.import_path(LibraryId(id), &path, &cancel, progress)).await
+    }
+
+    pub async fn search_knowledge(&self, library_ids: Vec<i64>, query: String) -> AppResult<Vec<SearchHit>> {
+        self.knowledge(move |k| k.search(&library_ids.into_iter().map(LibraryId).collect::<Vec<_>>(), &query, UI_SEARCH_LIMIT)).await
+    }
+
+    pub async fn set_conversation_libraries(&self, conversation_id: String, library_ids: Vec<String>) -> AppResult<()> {
+        blocking(&self.store, move |s| s.set_conversation_libraries(&conversation_id, &library_ids)).await
+    }
+
+    async fn knowledge<T: Send + 'static>(&self, f: impl FnOnce(&KnowledgeService) -> Result<T, crate::knowledge::KnowledgeError> + Send + 'static) -> AppResult<T> {
+        self.tools.knowledge.blocking(f).await.map_err(|e| AppError::Tools(e.to_string()))
+    }
+}
+
+fn copy_dir(src: &Path, dest: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dest)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let target = dest.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
