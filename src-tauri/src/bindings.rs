@@ -3,7 +3,7 @@
 
 use tauri_specta::{collect_commands, collect_events, Builder};
 
-use crate::commands::{conversations, profiles, projects, runtime};
+use crate::commands::{conversations, profiles, projects, runtime, tools};
 use crate::events;
 
 /// Where the generated bindings live, relative to this crate.
@@ -41,6 +41,18 @@ pub fn builder() -> Builder<tauri::Wry> {
             profiles::app_settings,
             profiles::set_theme,
             profiles::set_default_profile,
+            tools::list_libraries,
+            tools::create_library,
+            tools::delete_library,
+            tools::import_into_library,
+            tools::search_knowledge,
+            tools::set_conversation_libraries,
+            tools::list_mcp_servers,
+            tools::save_mcp_server,
+            tools::set_mcp_server_enabled,
+            tools::delete_mcp_server,
+            tools::list_skills,
+            tools::add_skill,
         ])
         .events(collect_events![events::ConversationUpdate])
 }

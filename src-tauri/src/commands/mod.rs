@@ -5,5 +5,6 @@ pub mod error;
 pub mod profiles;
 pub mod projects;
 pub mod runtime;
+pub mod tools;
 
 pub use error::CommandError;

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import type { ConversationEvent, Message } from "./bindings";
+import { contextTokens, initialState, isBusy, reduce } from "./conversation";
+
+const reply = (over: Partial<Message> = {}): Message => ({
+  id: "r1", conversationId: "c1", role: "assistant", text: "", status: "streaming", error: null,
+  createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, ...over,
+});
+const ev = (kind: ConversationEvent["kind"]): ConversationEvent => ({ conversationId: "c1", kind });
+const rt = (event: any) => ev({ type: "runtime", messageId: "r1", event });
+
+describe("conversation reducer", () => {
+  it("streams text and tool calls into the reply, then finishes", () => {
+    let s = reduce(initialState([]), ev({ type: "messageStored", message: reply() }));
+    expect(isBusy(s)).toBe(true);
+    s = reduce(s, rt({ type: "toolStarted", callId: "c", tool: "read", input: { filePath: "a" } }));
+    s = reduce(s, rt({ type: "toolFinished", callId: "c", tool: "read", input: { filePath: "a" }, output: "1: x", error: null }));
+    s = reduce(s, rt({ type: "textDelta", text: "PRO" }));
+    s = reduce(s, rt({ type: "textDelta", text: "JECT" }));
+    s = reduce(s, rt({ type: "usage", inputTokens: 100, outputTokens: 5, reasoningTokens: 0, cacheReadTokens: 20 }));
+    expect(s.messages[0].text).toBe("PROJECT");
+    expect(s.messages[0].toolCalls).toEqual([{ callId: "c", tool: "read", input: { filePath: "a" }, output: "1: x", error: null, status: "done" }]);
+    expect(contextTokens(s)).toBe(125);
+    s = reduce(s, ev({ type: "turnFinished", message: reply({ text: "PROJECT", status: "done" }) }));
+    expect(isBusy(s)).toBe(false);
+  });
+
+  it("a cancelled reply is marked cancelled, an error keeps its sentence", () => {
+    let s = reduce(initialState([reply()]), rt({ type: "error", message: "Cancelled." }));
+    expect(s.messages[0].status).toBe("cancelled");
+    s = reduce(initialState([reply()]), rt({ type: "error", message: "The model run failed: boom" }));
+    expect(s.messages[0]).toMatchObject({ status: "error", error: "The model run failed: boom" });
+  });
+
+  it("permission requests and retries are surfaced until answered or superseded", () => {
+    let s = reduce(initialState([reply()]), rt({ type: "permissionAsked", permissionId: "p1", permission: "external_directory", patterns: ["/etc/*"] }));
+    expect(s.permissions).toHaveLength(1);
+    s = reduce(s, rt({ type: "retrying", attempt: 2, message: "Connection refused" }));
+    expect(s.retrying).toContain("attempt 2");
+    s = reduce(s, rt({ type: "textDelta", text: "ok" }));
+    expect(s.retrying).toBeNull();
+    s = reduce(s, ev({ type: "turnFinished", message: reply({ status: "done" }) }));
+    expect(s.permissions).toHaveLength(0);
+  });
+});
