@@ -2,13 +2,21 @@
 
 use hearth_core::{doctor, paths::AppPaths};
 
-const USAGE: &str = "usage: hearth [doctor [--json]]\n  (no arguments)  open the app window\n  doctor          check the runtime binary, ripgrep and the data folder";
+const USAGE: &str = "usage: hearth [doctor [--json] | mcp-fixture]\n  (no arguments)  open the app window\n  doctor          check the runtime binary, ripgrep and the data folder\n  mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)";
 
 /// Run a subcommand if `args` names one; `None` means: open the window.
 pub fn run(args: &[String], paths: &AppPaths) -> Option<i32> {
     let (cmd, rest) = args.split_first()?;
     Some(match cmd.as_str() {
         "doctor" => doctor_cmd(rest, paths),
+        "mcp-fixture" => match block_on(hearth_core::gateway::fixture::run_fixture_stdio()) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => {
+                eprintln!("hearth: the fixture MCP server failed: {e}");
+                1
+            }
+            None => 1,
+        },
         "--help" | "-h" | "help" => {
             println!("{USAGE}");
             0
@@ -20,16 +28,20 @@ pub fn run(args: &[String], paths: &AppPaths) -> Option<i32> {
     })
 }
 
-fn doctor_cmd(rest: &[String], paths: &AppPaths) -> i32 {
-    let json = rest.iter().any(|a| a == "--json");
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
+/// Run a future on a fresh runtime; `None` (after a message) when no runtime can be made.
+fn block_on<F: std::future::Future>(f: F) -> Option<F::Output> {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Some(rt.block_on(f)),
         Err(e) => {
             eprintln!("hearth: {e}");
-            return 1;
+            None
         }
-    };
-    let report = rt.block_on(doctor::check(&crate::state::doctor_inputs(paths, None)));
+    }
+}
+
+fn doctor_cmd(rest: &[String], paths: &AppPaths) -> i32 {
+    let json = rest.iter().any(|a| a == "--json");
+    let Some(report) = block_on(doctor::check(&crate::state::doctor_inputs(paths, None))) else { return 1 };
     if json {
         println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
     } else {
