@@ -149,8 +149,17 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
 
+    /// A `sleep` in its own group, returned once it has exec'd (before that its command line is
+    /// still this test binary's).
     fn spawn_group_leader(arg: &str) -> std::process::Child {
-        std::process::Command::new("sleep").arg(arg).process_group(0).spawn().unwrap()
+        let child = std::process::Command::new("sleep").arg(arg).process_group(0).spawn().unwrap();
+        for _ in 0..200 {
+            if cmdline(child.id()).starts_with("sleep") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child
     }
 
     #[tokio::test]
