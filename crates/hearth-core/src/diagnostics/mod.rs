@@ -1,6 +1,5 @@
 //! Diagnostics: self-checks that prove Hearth's promises against the real runtime and the built-in
 //! scripted model server, in a throw-away sandbox. The same code runs behind the self-test button,
-//! the `hearth selftest` CLI and CI; this module holds what every check shares: the report, live
 //! progress, and the measurement helpers.
 
 pub mod corpus;
@@ -9,12 +8,15 @@ mod isolation_outline;
 mod isolation_steps;
 pub mod measure;
 pub mod outline;
+pub mod reuse;
+mod reuse_steps;
 pub mod sandbox;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 pub use isolation::{run_isolation_check, IsolationOptions, Sabotage};
+pub use reuse::{run_reuse_check, ReuseOptions};
 pub use outline::{conversation_outline, OutlineEntry, ToolCount};
 pub use sandbox::Sandbox;
 
