@@ -1,5 +1,6 @@
 //! Diagnostics: self-checks that prove Hearth's promises against the real runtime and the built-in
 //! scripted model server, in a throw-away sandbox. The same code runs behind the self-test button,
+//! the `hearth selftest` CLI and CI; this module holds what every check shares: the report, live
 //! progress, and the measurement helpers.
 
 pub mod corpus;
@@ -11,6 +12,7 @@ pub mod outline;
 pub mod reuse;
 mod reuse_steps;
 pub mod sandbox;
+pub mod selftest;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,6 +21,7 @@ pub use isolation::{run_isolation_check, IsolationOptions, Sabotage};
 pub use reuse::{run_reuse_check, ReuseOptions};
 pub use outline::{conversation_outline, OutlineEntry, ToolCount};
 pub use sandbox::Sandbox;
+pub use selftest::{run_selftest, SelftestError, SelftestGuard, SelftestOptions, SelftestReport};
 
 /// Longest assertion detail kept in a report (details quote runtime errors, which can be long).
 pub const MAX_DETAIL_CHARS: usize = 2_000;
