@@ -231,7 +231,7 @@ fn config(opts: &IsolationOptions, model: &ScriptedModelServer) -> RuntimeConfig
 }
 
 /// Is `pid` a live process? (A zombie counts as gone.) Off Linux, trust the runtime's own stop.
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if cfg!(target_os = "linux") {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))

@@ -9,14 +9,19 @@ mod isolation_outline;
 mod isolation_steps;
 pub mod measure;
 pub mod outline;
+pub mod reuse;
+mod reuse_steps;
 pub mod sandbox;
+pub mod selftest;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 pub use isolation::{run_isolation_check, IsolationOptions, Sabotage};
+pub use reuse::{run_reuse_check, ReuseOptions};
 pub use outline::{conversation_outline, OutlineEntry, ToolCount};
 pub use sandbox::Sandbox;
+pub use selftest::{run_selftest, SelftestError, SelftestGuard, SelftestOptions, SelftestReport};
 
 /// Longest assertion detail kept in a report (details quote runtime errors, which can be long).
 pub const MAX_DETAIL_CHARS: usize = 2_000;

@@ -1,0 +1,469 @@
+//! The reuse check (goodbuddy's runtime-reuse seed as a product feature): N projects in a sandbox,
+//! 2 conversations each, 2 concurrent waves through the app's own manager → registry → one shared
+//! runtime. Proves one launch, one process-owning runtime behind every facade, distinct native
+//! sessions, continuation, each run reading its own project's marker with the runtime's `read` tool
+//! and compaction; with 2 projects also per-request images, the skill and 8 MCP calls through the
+//! gateway, each under its own request's grant.
+//!
+//! This file: options, sandboxed setup and the cleanup that always runs. The waves and the
+//! verification are in `reuse_steps.rs`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{
+    plugin_url, write_plugin, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
+    GATEWAY_MCP_NAME,
+};
+use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
+use crate::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
+use crate::runtime::{
+    AgentRuntime, LocalRuntimeRegistry, ProcessRuntime, RunHooks, RuntimeSelection, SelectedRuntimeManager, WorkspaceRuntime,
+    OPENCODE_FAMILY,
+};
+use crate::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
+use crate::skills;
+use crate::space::{resolve_local, ExecutionSpace};
+
+use super::sandbox::Sandbox;
+use super::{ms, reuse_steps, CheckError, CheckReport, Figure, ProgressSink, ReportBuilder};
+
+pub const CHECK_NAME: &str = "reuse";
+/// The step ids progress is reported under, in order.
+pub const STEPS: &[&str] =
+    &["sandbox", "gateway", "launch", "wave-1", "wave-2", "verify", "compaction", "runtime", "cleanup"];
+/// Project counts the check supports (the two the promise is stated for).
+pub const PROJECT_COUNTS: &[usize] = &[2, 10];
+/// Conversations per project, and concurrent waves of one run per conversation.
+pub const CONVERSATIONS_PER_PROJECT: usize = 2;
+pub const WAVES: usize = 2;
+/// The full seed (images, skill, MCP through the gateway) runs with exactly this many projects:
+/// it is the expensive part, and 2 projects already prove a request cannot see another's.
+pub const FULL_SEED_PROJECTS: usize = 2;
+/// Bound on one run (a first prompt in a new project takes 3–10 s; more on a loaded machine).
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+/// Time for the fixture MCP server to start and list its tools.
+pub const GATEWAY_SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time for the runtime process to be gone after it was stopped.
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+/// The manager keeps one facade: eviction must never stop the shared process.
+pub const MANAGER_CAPACITY: usize = 1;
+/// The profile the sandbox runtime uses: the scripted model server.
+pub const PROFILE_ID: &str = "selftest";
+/// The embedded skill (the installed app has no repository to read it from).
+pub const SKILL_NAME: &str = "web-3d-game";
+pub const SKILL_CANARY: &str = "HEARTH_SKILL_WEB_3D_GAME";
+const SKILL_MD: &str = include_str!("../../../../fixtures/skills/web-3d-game/SKILL.md");
+/// The fixture MCP server as the gateway knows it.
+pub const FIXTURE_SERVER_ID: &str = "selftest-blueprint";
+pub const FIXTURE_SERVER_NAME: &str = "Self-test blueprint";
+/// The fixture's tool, as exposed under the gateway's prefix.
+pub const FIXTURE_TOOL_SUFFIX: &str = "_create_game_blueprint";
+
+#[derive(Debug, Clone)]
+pub struct ReuseOptions {
+    pub runtime_binary: PathBuf,
+    /// Folder holding `rg` (the runtime's search tools need it).
+    pub rg_dir: Option<PathBuf>,
+    /// 2 or 10.
+    pub projects: usize,
+    /// Where the sandbox is created (the system temporary folder when `None`).
+    pub sandbox_parent: Option<PathBuf>,
+    /// Command line of the fixture MCP server (the app: `[current_exe, "mcp-fixture"]`). Needed
+    /// for the full seed (2 projects) only.
+    pub fixture_command: Vec<String>,
+}
+
+/// Run the reuse check. Never panics on runtime trouble and always cleans up.
+pub async fn run_reuse_check(opts: ReuseOptions, progress: ProgressSink, cancel: CancellationToken) -> CheckReport {
+    run_reuse(opts, progress, cancel).await.0
+}
+
+/// The report and the version the runtime reported (for the self-test's header).
+pub(crate) async fn run_reuse(
+    opts: ReuseOptions,
+    progress: ProgressSink,
+    cancel: CancellationToken,
+) -> (CheckReport, Option<String>) {
+    let mut report = ReportBuilder::new(CHECK_NAME);
+    let mut version = None;
+    let outcome = run(&opts, &progress, &cancel, &mut report, &mut version).await;
+    if let Err(e) = &outcome {
+        progress.report("cleanup", format!("Stopped: {e}"));
+    }
+    (report.finish(outcome), version)
+}
+
+fn validate(opts: &ReuseOptions) -> Result<(), CheckError> {
+    if !PROJECT_COUNTS.contains(&opts.projects) {
+        return Err(CheckError::Options(format!("the project count must be 2 or 10, not {}", opts.projects)));
+    }
+    if !opts.runtime_binary.is_file() {
+        return Err(CheckError::Options(format!(
+            "the runtime binary {} does not exist",
+            opts.runtime_binary.display()
+        )));
+    }
+    if opts.projects == FULL_SEED_PROJECTS && opts.fixture_command.is_empty() {
+        return Err(CheckError::Options("the fixture MCP server command is empty".into()));
+    }
+    Ok(())
+}
+
+/// Everything the steps share.
+pub(crate) struct Ctx {
+    pub facades: Vec<Arc<WorkspaceRuntime>>,
+    pub spaces: Vec<ExecutionSpace>,
+    pub model: Arc<ScriptedModelServer>,
+    pub hooks: Option<Arc<GatewayRunHooks>>,
+    /// The tool results the model saw at the capability step of each full-seed run.
+    pub capability_results: Arc<Mutex<Vec<String>>>,
+    pub runtime: Arc<OpenCodeRuntime>,
+    pub created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
+    pub progress: ProgressSink,
+}
+
+impl Ctx {
+    pub fn full_seed(&self) -> bool {
+        self.hooks.is_some()
+    }
+}
+
+/// What must be stopped and removed whatever happens.
+struct Owned {
+    sandbox: Sandbox,
+    model: Arc<ScriptedModelServer>,
+    hooks: Option<Arc<GatewayRunHooks>>,
+    registry: Arc<LocalRuntimeRegistry>,
+    manager: Option<SelectedRuntimeManager>,
+    created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
+}
+
+async fn run(
+    opts: &ReuseOptions,
+    progress: &ProgressSink,
+    cancel: &CancellationToken,
+    report: &mut ReportBuilder,
+    version: &mut Option<String>,
+) -> Result<(), CheckError> {
+    validate(opts)?;
+    let full_seed = opts.projects == FULL_SEED_PROJECTS;
+    progress.report("sandbox", format!("Creating a sandbox with {} projects and the scripted model server.", opts.projects));
+    let sandbox = Sandbox::create(opts.sandbox_parent.as_deref()).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+    let capability_results: Arc<Mutex<Vec<String>>> = Arc::default();
+    let model = Arc::new(
+        ScriptedModelServer::start(if full_seed { seed_script(capability_results.clone()) } else { Script::default_agent() })
+            .map_err(|e| CheckError::ModelServer(e.to_string()))?,
+    );
+    let mut owned = Owned {
+        sandbox,
+        model,
+        hooks: None,
+        registry: Arc::new(LocalRuntimeRegistry::new()),
+        manager: None,
+        created: Arc::default(),
+    };
+    // Cancellation is handled inside: the launch must not be dropped half-way.
+    let outcome = setup_and_steps(opts, progress, cancel, report, &mut owned, capability_results, version).await;
+    cleanup(owned, progress, report).await;
+    outcome
+}
+
+async fn setup_and_steps(
+    opts: &ReuseOptions,
+    progress: &ProgressSink,
+    cancel: &CancellationToken,
+    report: &mut ReportBuilder,
+    owned: &mut Owned,
+    capability_results: Arc<Mutex<Vec<String>>>,
+    version: &mut Option<String>,
+) -> Result<(), CheckError> {
+    let sandbox_err = |e: &dyn std::fmt::Display| CheckError::Sandbox(e.to_string());
+    let mut spaces = Vec::new();
+    for i in 0..opts.projects {
+        let marker = marker(i);
+        let dir = owned.sandbox.project(&format!("project-{i}"), &[("marker.txt", &marker)]).map_err(|e| sandbox_err(&e))?;
+        spaces.push(resolve_local(&dir).map_err(|e| sandbox_err(&e))?);
+    }
+    let mut config = config(opts, &owned.model, opts.projects == FULL_SEED_PROJECTS);
+    let mut options = RuntimeOptions::default();
+    if opts.projects == FULL_SEED_PROJECTS {
+        progress.report("gateway", "Starting the gateway with the fixture MCP server, and staging the skill.");
+        let gateway = Arc::new(Gateway::start(GatewayOptions::default()).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
+        let hooks = GatewayRunHooks::new(gateway.clone());
+        owned.hooks = Some(hooks.clone());
+        gateway.set_custom_servers(vec![fixture_server(&opts.fixture_command)]).await;
+        let statuses = tokio::select! {
+            s = gateway.wait_until_settled(GATEWAY_SETTLE_TIMEOUT) => s,
+            _ = cancel.cancelled() => return Err(CheckError::Cancelled),
+        };
+        let (ready, detail) = match statuses.first().map(|s| &s.state) {
+            Some(ServerState::Ready { tools, .. }) => (true, format!("ready with tools {tools:?}")),
+            other => (false, format!("state {other:?}")),
+        };
+        if !report.check("Fixture MCP server ready in the gateway", ready, detail) {
+            return Err(CheckError::Step("The fixture MCP server did not start in the gateway.".into()));
+        }
+        let private = owned.sandbox.path().join("gateway");
+        config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
+        config.plugins.push(plugin_url(&write_plugin(&private).map_err(|e| sandbox_err(&e))?));
+        config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
+        options.hooks = Some(hooks as Arc<dyn RunHooks>);
+    }
+
+    if cancel.is_cancelled() {
+        return Err(CheckError::Cancelled);
+    }
+    let key = config.key();
+    let manager = manager(owned.registry.clone(), owned.created.clone(), config, owned.sandbox.runtime_root(), options);
+    let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key };
+    let mut facades = Vec::new();
+    for space in &spaces {
+        let facade = manager.get_runtime(&selection, space).await.map_err(|e| CheckError::Runtime(e.to_string()));
+        facades.push(facade?);
+    }
+    owned.manager = Some(manager);
+    let runtime = owned.created.lock().unwrap_or_else(|p| p.into_inner()).first().cloned();
+    let runtime = runtime.ok_or_else(|| CheckError::Runtime("the registry created no runtime".into()))?;
+
+    progress.report("launch", "Starting the one runtime every project shares.");
+    let started = Instant::now();
+    // A launch is never dropped half-way (its child would be lost): on cancel, let it finish; the
+    // cleanup then stops it with everything else.
+    let launched = {
+        let launch = runtime.client();
+        tokio::pin!(launch);
+        tokio::select! {
+            r = &mut launch => r.map_err(|e| CheckError::Runtime(e.to_string())),
+            _ = cancel.cancelled() => {
+                let _ = launch.await;
+                Err(CheckError::Cancelled)
+            }
+        }
+    };
+    launched?;
+    report.figure(Figure::value("runtime launch", "ms", ms(started.elapsed())));
+    *version = SharedOpenCode(runtime.clone()).status().version;
+
+    let ctx = Ctx {
+        facades,
+        spaces,
+        model: owned.model.clone(),
+        hooks: owned.hooks.clone(),
+        capability_results,
+        runtime,
+        created: owned.created.clone(),
+        progress: progress.clone(),
+    };
+    tokio::select! {
+        r = reuse_steps::steps(&ctx, report) => r,
+        _ = cancel.cancelled() => Err(CheckError::Cancelled),
+    }
+}
+
+/// Stop the runtime, the gateway (and its fixture child) and the model server; remove the sandbox.
+async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuilder) {
+    progress.report("cleanup", "Stopping the runtime, the gateway and the model server; removing the sandbox.");
+    let pids: Vec<u32> = owned
+        .created
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(|rt| SharedOpenCode(rt.clone()).status().pid)
+        .collect();
+    if let Some(manager) = &owned.manager {
+        manager.dispose().await;
+    }
+    owned.registry.dispose().await;
+    let mut fixture_pid = None;
+    if let Some(hooks) = &owned.hooks {
+        fixture_pid = hooks.gateway().custom_server_pid(FIXTURE_SERVER_ID).await;
+        hooks.gateway().dispose().await;
+    }
+    owned.model.shutdown().await;
+    let mut left: Vec<u32> = Vec::new();
+    for pid in pids.iter().chain(fixture_pid.iter()) {
+        if !gone_within(*pid, STOP_WAIT).await {
+            left.push(*pid);
+        }
+    }
+    let sandbox_path = owned.sandbox.path().to_path_buf();
+    let removed = owned.sandbox.remove();
+    let detail = match (&removed, left.is_empty()) {
+        (Ok(()), true) => format!(
+            "runtime {pids:?} and fixture server {fixture_pid:?} stopped; {} removed",
+            sandbox_path.display()
+        ),
+        (Err(e), _) => e.to_string(),
+        (Ok(()), false) => format!("processes {left:?} are still running after they were stopped"),
+    };
+    report.check("No runtime process left and the sandbox removed", removed.is_ok() && left.is_empty(), detail);
+}
+
+/// Wait up to `limit` for `pid` to be gone.
+async fn gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while super::isolation::process_alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+/// The marker of project `i`; its runs must answer exactly this.
+pub fn marker(i: usize) -> String {
+    format!("PROJECT_{i}")
+}
+
+/// The app's production wiring, with a facade capacity of 1.
+fn manager(
+    registry: Arc<LocalRuntimeRegistry>,
+    created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
+    config: RuntimeConfig,
+    root: PathBuf,
+    options: RuntimeOptions,
+) -> SelectedRuntimeManager {
+    let release_registry = registry.clone();
+    SelectedRuntimeManager::new(
+        MANAGER_CAPACITY,
+        move |selection: RuntimeSelection, space| {
+            let (registry, created, config, root, options) =
+                (registry.clone(), created.clone(), config.clone(), root.clone(), options.clone());
+            async move {
+                registry
+                    .acquire(OPENCODE_FAMILY, selection.key, space, move || {
+                        let rt = OpenCodeRuntime::with_options(config, root, options);
+                        created.lock().unwrap_or_else(|p| p.into_inner()).push(rt.clone());
+                        Ok(Arc::new(SharedOpenCode(rt)) as Arc<dyn ProcessRuntime>)
+                    })
+                    .await
+            }
+        },
+        move |id: String| {
+            let registry = release_registry.clone();
+            async move { registry.release_conversation(&id).await }
+        },
+    )
+}
+
+/// goodbuddy's full seed: read the marker, load the skill, call the fixture MCP server through the
+/// gateway with seed = the request id, then answer the marker. Other requests get the default.
+fn seed_script(capability_results: Arc<Mutex<Vec<String>>>) -> Script {
+    Script::custom(move |r| {
+        if r.kind != RequestKind::Agent || !r.has_tool("read") {
+            return default_reply(r);
+        }
+        let results = r.tool_results_after_last_user();
+        let request_id = request_id_in(&r.last_user_text());
+        match results.len() {
+            0 => Reply::tool_call("read", serde_json::json!({ "filePath": "marker.txt" })),
+            1 => Reply::tool_call("skill", serde_json::json!({ "name": SKILL_NAME })),
+            2 => match r.tool_names().into_iter().find(|n| n.ends_with(FIXTURE_TOOL_SUFFIX)) {
+                Some(tool) => Reply::tool_call(
+                    tool,
+                    serde_json::json!({ "theme": "neon-ruins", "seed": request_id, "targetCount": 5 }),
+                ),
+                None => Reply::text("the fixture MCP server is not exposed"),
+            },
+            _ => {
+                capability_results.lock().unwrap_or_else(|p| p.into_inner()).push(results.join("\n"));
+                Reply::text(find_marker(&results[0]).unwrap_or("NO_MARKER").to_string())
+            }
+        }
+    })
+}
+
+/// The request id a prompt carries after `REQUEST_`.
+pub(crate) fn request_id_in(prompt: &str) -> String {
+    prompt.split("REQUEST_").nth(1).and_then(|s| s.split_whitespace().next()).unwrap_or("").to_string()
+}
+
+fn fixture_server(command: &[String]) -> CustomServerConfig {
+    CustomServerConfig {
+        id: FIXTURE_SERVER_ID.into(),
+        name: FIXTURE_SERVER_NAME.into(),
+        command: command.first().cloned().unwrap_or_default(),
+        args: command.iter().skip(1).cloned().collect(),
+        env: BTreeMap::new(),
+        enabled: true,
+        assigned_runtimes: vec![OPENCODE_FAMILY.into()],
+        allow_dynamic_tools: false,
+    }
+}
+
+/// Write the embedded skill into the sandbox, check it as the app would, and stage it.
+fn stage_skill(root: &std::path::Path) -> Result<PathBuf, skills::SkillError> {
+    let source = root.join("skill-source").join(SKILL_NAME);
+    std::fs::create_dir_all(&source)
+        .and_then(|()| std::fs::write(source.join(skills::SKILL_FILE), SKILL_MD))
+        .map_err(|e| skills::SkillError::Stage(source.clone(), e.to_string()))?;
+    let package = skills::load(&source)?;
+    skills::stage(&[package], &root.join("skills"))
+}
+
+fn config(opts: &ReuseOptions, model: &ScriptedModelServer, image_input: bool) -> RuntimeConfig {
+    RuntimeConfig {
+        binary: opts.runtime_binary.clone(),
+        rg_dir: opts.rg_dir.clone(),
+        profiles: vec![ModelProfile {
+            id: PROFILE_ID.into(),
+            name: "Self-test scripted model".into(),
+            protocol: Protocol::OpenAiChatCompletions,
+            base_url: model.base_url(),
+            model: model.model_id().into(),
+            authentication: Authentication::ApiKey(model.api_key().into()),
+            image_input,
+        }],
+        default_profile: PROFILE_ID.into(),
+        plugins: vec![],
+        mcp: Default::default(),
+        skills_paths: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_skill_is_a_valid_package_carrying_its_canary() {
+        assert!(SKILL_MD.contains(SKILL_CANARY));
+        let dir = tempfile::tempdir().unwrap();
+        let staged = stage_skill(dir.path()).unwrap();
+        assert!(std::fs::read_to_string(staged.join(SKILL_NAME).join("SKILL.md")).unwrap().contains(SKILL_CANARY));
+    }
+
+    #[test]
+    fn request_ids_are_read_from_the_prompt() {
+        assert_eq!(request_id_in("Read marker.txt for wave 0. REQUEST_abc-1"), "abc-1");
+        assert_eq!(request_id_in("no id"), "");
+    }
+
+    #[test]
+    fn the_fixture_command_splits_into_program_and_arguments() {
+        let s = fixture_server(&["/opt/hearth".into(), "mcp-fixture".into()]);
+        assert_eq!((s.command.as_str(), s.args.as_slice()), ("/opt/hearth", &["mcp-fixture".to_string()][..]));
+    }
+
+    #[tokio::test]
+    async fn bad_options_are_a_clear_failed_report() {
+        let opts = ReuseOptions {
+            runtime_binary: "/nonexistent/opencode".into(),
+            rg_dir: None,
+            projects: 3,
+            sandbox_parent: None,
+            fixture_command: vec![],
+        };
+        let report = run_reuse_check(opts.clone(), ProgressSink::silent(), CancellationToken::new()).await;
+        assert!(!report.passed);
+        assert_eq!(report.error.as_deref(), Some("The options are invalid: the project count must be 2 or 10, not 3"));
+        let report = run_reuse_check(ReuseOptions { projects: 10, ..opts }, ProgressSink::silent(), CancellationToken::new()).await;
+        assert!(report.error.unwrap().contains("the runtime binary /nonexistent/opencode does not exist"));
+    }
+}
