@@ -41,5 +41,13 @@ cargo test --workspace --locked
 stage "app build (debug)"
 cargo build -p hearth --locked
 
+stage "CLI self-test (reuse + isolation against the real runtime: 2 projects with an 8 MiB corpus, then 10 projects)"
+mkdir -p test-output
+selftest_data=$(mktemp -d)
+HEARTH_DATA_DIR="$selftest_data" ./target/debug/hearth selftest --projects 2 --corpus 8 --json > test-output/selftest-2-projects.json
+HEARTH_DATA_DIR="$selftest_data" ./target/debug/hearth selftest --projects 10 --corpus 0 --json > test-output/selftest-10-projects.json
+rm -rf "$selftest_data"
+echo "self-test passed: reports in test-output/selftest-*.json"
+
 stage "e2e (Xvfb + tauri-driver + real window)"
 npm run --silent test:e2e

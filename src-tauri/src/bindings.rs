@@ -3,7 +3,7 @@
 
 use tauri_specta::{collect_commands, collect_events, Builder};
 
-use crate::commands::{conversations, profiles, projects, runtime, tools};
+use crate::commands::{conversations, diagnostics, profiles, projects, runtime, tools};
 use crate::events;
 
 /// Where the generated bindings live, relative to this crate.
@@ -53,6 +53,10 @@ pub fn builder() -> Builder<tauri::Wry> {
             tools::delete_mcp_server,
             tools::list_skills,
             tools::add_skill,
+            diagnostics::diagnostics_status,
+            diagnostics::run_selftest,
+            diagnostics::cancel_selftest,
+            diagnostics::export_report,
         ])
         .events(collect_events![events::ConversationUpdate])
 }

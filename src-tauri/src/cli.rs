@@ -2,13 +2,25 @@
 
 use hearth_core::{doctor, paths::AppPaths};
 
-const USAGE: &str = "usage: hearth [doctor [--json] | mcp-fixture]\n  (no arguments)  open the app window\n  doctor          check the runtime binary, ripgrep and the data folder\n  mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)";
+const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--json] | mcp-fixture]
+  (no arguments)  open the app window
+  doctor          check the runtime binary, ripgrep and the data folder
+  selftest        run the reuse and isolation checks against the real runtime in a sandbox;
+                  exit status 0 only when every check passed
+  mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)";
+
+/// The fixture MCP server as the installed app runs it: this binary's `mcp-fixture` subcommand.
+pub fn fixture_command() -> Vec<String> {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "hearth".into());
+    vec![exe, "mcp-fixture".into()]
+}
 
 /// Run a subcommand if `args` names one; `None` means: open the window.
 pub fn run(args: &[String], paths: &AppPaths) -> Option<i32> {
     let (cmd, rest) = args.split_first()?;
     Some(match cmd.as_str() {
         "doctor" => doctor_cmd(rest, paths),
+        "selftest" => selftest_cmd(rest, paths),
         "mcp-fixture" => match block_on(hearth_core::gateway::fixture::run_fixture_stdio()) {
             Some(Ok(())) => 0,
             Some(Err(e)) => {
@@ -54,4 +66,66 @@ fn doctor_cmd(rest: &[String], paths: &AppPaths) -> i32 {
         println!("data folder: {}\nlogs: {}", report.data_dir, report.log_dir);
     }
     if report.is_ready() { 0 } else { 1 }
+}
+
+/// `--name value` of a numeric option, or the default; `Err` names the bad value.
+fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) -> Result<u32, String> {
+    let Some(i) = rest.iter().position(|a| a == name) else { return Ok(default) };
+    let value = rest.get(i + 1).ok_or_else(|| format!("{name} needs a value"))?;
+    let n: u32 = value.parse().map_err(|_| format!("{name} takes a number, got `{value}`"))?;
+    if allowed.contains(&n) { Ok(n) } else { Err(format!("{name} takes one of {allowed:?}, got {n}")) }
+}
+
+fn selftest_cmd(rest: &[String], paths: &AppPaths) -> i32 {
+    use hearth_core::app::runtime_setup::{locate_binaries, BinaryInputs};
+    use hearth_core::diagnostics::selftest::{run_selftest, SelftestOptions};
+    use hearth_core::diagnostics::ProgressSink;
+
+    let json = rest.iter().any(|a| a == "--json");
+    let (projects, corpus) = match (numeric_option(rest, "--projects", 2, &[2, 10]), numeric_option(rest, "--corpus", 0, &[0, 2, 8, 32])) {
+        (Ok(p), Ok(c)) => (p, c),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("hearth selftest: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    let outcome = block_on(async {
+        let d = crate::state::doctor_inputs(paths, None);
+        let binaries = locate_binaries(&BinaryInputs { opencode: d.opencode, ripgrep: d.ripgrep, probe_home: paths.probe_dir.clone() })
+            .await
+            .map_err(|e| e.to_string())?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            // Ctrl-C cancels the run; the sandbox and every process it started are cleaned up.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+            }
+        });
+        let progress = if json { ProgressSink::silent() } else { ProgressSink::new(|p| eprintln!("  {} — {}", p.step, p.detail)) };
+        let options = SelftestOptions {
+            projects: projects as usize,
+            corpus_mib: corpus,
+            runtime_binary: binaries.opencode,
+            rg_dir: Some(binaries.rg_dir),
+            fixture_command: fixture_command(),
+            sandbox_parent: None,
+        };
+        run_selftest(options, progress, cancel).await.map_err(|e| e.to_string())
+    });
+    match outcome {
+        Some(Ok(report)) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
+            } else {
+                println!("{}", report.to_text());
+            }
+            if report.passed { 0 } else { 1 }
+        }
+        Some(Err(e)) => {
+            eprintln!("hearth selftest: {e}");
+            1
+        }
+        None => 1,
+    }
 }

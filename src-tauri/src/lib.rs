@@ -2,7 +2,7 @@
 //! all behaviour lives in the domain crate.
 
 pub mod bindings;
-mod cli;
+pub(crate) mod cli;
 mod commands;
 mod events;
 mod state;

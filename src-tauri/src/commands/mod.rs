@@ -1,6 +1,7 @@
 //! Tauri commands: one-line adapters over `hearth-core`.
 
 pub mod conversations;
+pub mod diagnostics;
 pub mod error;
 pub mod profiles;
 pub mod projects;

@@ -54,6 +54,12 @@ export const commands = {
 	listSkills: () => __TAURI_INVOKE<SkillView[]>("list_skills"),
 	/**  Add a skill package folder (with a SKILL.md). */
 	addSkill: (folder: string) => typedError<SkillView, CommandError>(__TAURI_INVOKE("add_skill", { folder })),
+	diagnosticsStatus: () => typedError<DiagnosticsStatus, CommandError>(__TAURI_INVOKE("diagnostics_status")),
+	/**  Run the self-test (reuse and isolation checks) in a sandbox; progress on `on_progress`. */
+	runSelftest: (request: SelftestRequest, onProgress: Channel<Progress>) => typedError<SelftestReport, CommandError>(__TAURI_INVOKE("run_selftest", { request, onProgress })),
+	cancelSelftest: () => __TAURI_INVOKE<boolean>("cancel_selftest"),
+	/**  Save the last self-test report as JSON in the data folder; returns its path. */
+	exportReport: () => typedError<string, CommandError>(__TAURI_INVOKE("export_report")),
 };
 
 /** Events */
@@ -69,6 +75,13 @@ export type AppSettings = {
 	defaultProfileId: string | null,
 	/**  A user-chosen `opencode` binary instead of the bundled one. */
 	runtimeBinaryOverride: string | null,
+};
+
+/**  One checked promise: a readable name, whether it held, and why (measured values or the failure). */
+export type Assertion = {
+	name: string,
+	passed: boolean,
+	detail: string,
 };
 
 /**  An attachment as the UI shows it. */
@@ -87,6 +100,22 @@ export type Attachment = {
 export type BinaryCheck = { status: "ready"; path: string; version: string; source: Source } | 
 /**  `message` is a whole sentence for the user; `path` is the file it is about, if any. */
 { status: "problem"; path: string | null; message: string };
+
+/**
+ *  The result of one check, for the results table, the JSON export and the CLI. Holds no secrets:
+ *  no passwords, keys or URLs with credentials.
+ */
+export type CheckReport = {
+	name: string,
+	/**  Every assertion passed and the check ran to its end. */
+	passed: boolean,
+	cancelled: boolean,
+	/**  Why the check stopped before its end, as a sentence. */
+	error: string | null,
+	assertions: Assertion[],
+	figures: Figure[],
+	durationMs: number | null,
+};
 
 /**  What the UI receives when a command fails: one sentence, safe to show as is. */
 export type CommandError = {
@@ -140,8 +169,28 @@ export type CustomServerStatus = {
 	state: ServerState,
 };
 
+export type DiagnosticsStatus = {
+	runtimes: RegisteredRuntimeStatus[],
+	memory: RuntimeMemory[],
+	mcpServers: CustomServerStatus[],
+	logTail: string,
+	logDir: string,
+	selftestRunning: boolean,
+};
+
 /**  A document's id (see [`LibraryId`] for the number type). */
 export type DocumentId = number;
+
+/**  A measured figure. A single value has `samples == 1` and `min == median == max`. */
+export type Figure = {
+	name: string,
+	/**  `ms`, `bytes`, `count`, … */
+	unit: string,
+	samples: number,
+	min: number | null,
+	median: number | null,
+	max: number | null,
+};
 
 /**  Sent after the folder is scanned and after each file. */
 export type ImportProgress = {
@@ -282,6 +331,14 @@ export type ProfileTestOutcome = {
 	latencyMs: number,
 };
 
+/**  One live progress step. */
+export type Progress = {
+	/**  A stable step id (see each check's step list), for the UI's step list. */
+	step: string,
+	/**  What is happening, as a sentence. */
+	detail: string,
+};
+
 export type Project = {
 	id: string,
 	name: string,
@@ -289,6 +346,20 @@ export type Project = {
 	path: string,
 	addedAt: number,
 	lastOpenedAt: number,
+};
+
+/**  One runtime as diagnostics see it. */
+export type RegisteredRuntimeStatus = {
+	ownerId: number,
+	family: string,
+	key: RuntimeKey,
+	/**  Replaced by a newer configuration; closes when its runs drain. */
+	retired: boolean,
+	facades: number,
+	activeRuns: number,
+	/**  Cache identities of the spaces whose instances are warm, most recently used first. */
+	warmInstances: string[],
+	runtime: RuntimeStatus,
 };
 
 /**  What a run streams, in order. Exactly one of `Done` or `Error` ends every run. */
@@ -304,12 +375,35 @@ export type RuntimeEvent =
 /**  The run finished; `text` is the final answer's text. */
 ({ type: "done"; nativeSessionId: string; text: string }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never };
 
+/**
+ *  Identity of a process-owning runtime's configuration: a hash of the binary and the effective
+ *  config. Two acquires with one key share one process; a new key means a new process.
+ */
+export type RuntimeKey = string;
+
+export type RuntimeMemory = {
+	pid: number,
+	rssBytes: number,
+	processes: number,
+};
+
 export type RuntimeReport = {
 	pinnedVersion: string,
 	opencode: BinaryCheck,
 	ripgrep: BinaryCheck,
 	dataDir: string,
 	logDir: string,
+};
+
+export type RuntimeStatus = {
+	running: boolean,
+	pid: number | null,
+	/**  Base URL without credentials. */
+	url: string | null,
+	version: string | null,
+	launches: number,
+	activeRuns: number,
+	openInstances: string[],
 };
 
 export type SearchHit = {
@@ -321,6 +415,27 @@ export type SearchHit = {
 	snippet: string,
 	/**  Relevance (negated bm25 of the best chunk): higher is better; comparable within one search. */
 	score: number | null,
+};
+
+/**  The whole self-test, for the results table, the JSON export and the CLI. Holds no secrets. */
+export type SelftestReport = {
+	/**  Every check ran to its end and passed. */
+	passed: boolean,
+	cancelled: boolean,
+	/**  In order: reuse, then isolation (absent when cancelled before it). */
+	checks: CheckReport[],
+	/**  UTC, RFC 3339 (`2025-05-01T12:00:00Z`). */
+	startedAt: string,
+	durationMs: number | null,
+	hearthVersion: string,
+	/**  What the runtime reported; `None` when it never started. */
+	runtimeVersion: string | null,
+};
+
+/**  What the panel asks for. */
+export type SelftestRequest = {
+	projects: number,
+	corpusMib: number,
 };
 
 /**  Live state of one server, for the UI. */

@@ -7,6 +7,7 @@ mod catalog;
 mod profiles;
 pub mod tools;
 mod conversations;
+pub mod diagnostics;
 pub mod events;
 pub mod runtime_setup;
 
@@ -89,6 +90,7 @@ pub struct Hearth {
     turns: Mutex<HashMap<String, Turn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
     tools: tools::Tools,
+    selftest: diagnostics::SelftestSlot,
 }
 
 /// Run a store call off the async threads.
@@ -161,6 +163,7 @@ impl Hearth {
             turns: Mutex::new(HashMap::new()),
             staged: Mutex::new(HashMap::new()),
             tools,
+            selftest: Default::default(),
         });
         // The user's MCP servers start in the background; their status shows in the Tools view.
         let me = hearth.clone();

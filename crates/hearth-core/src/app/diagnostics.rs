@@ -1,0 +1,142 @@
+//! The diagnostics panel's side of the app: runtime status, log tail, and the self-test (the same
+//! code as `hearth selftest`), one run at a time, cancellable, in a throw-away sandbox.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{AppError, AppResult, Hearth};
+use crate::diagnostics::selftest::{self, SelftestOptions, SelftestReport};
+use crate::diagnostics::ProgressSink;
+use crate::gateway::CustomServerStatus;
+use crate::runtime::RegisteredRuntimeStatus;
+
+/// Bytes of the newest log file shown in the panel.
+pub const LOG_TAIL_BYTES: usize = 16 * 1024;
+
+/// What the panel asks for.
+#[derive(Debug, Clone, Copy, serde::Deserialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct SelftestRequest {
+    pub projects: u32,
+    pub corpus_mib: u32,
+}
+
+#[derive(Debug, Clone, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeMemory {
+    pub pid: u32,
+    pub rss_bytes: u64,
+    pub processes: u32,
+}
+
+#[derive(Debug, Clone, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsStatus {
+    pub runtimes: Vec<RegisteredRuntimeStatus>,
+    pub memory: Vec<RuntimeMemory>,
+    pub mcp_servers: Vec<CustomServerStatus>,
+    pub log_tail: String,
+    pub log_dir: String,
+    pub selftest_running: bool,
+}
+
+/// The running self-test's cancel token, and the last report (for export).
+#[derive(Default)]
+pub struct SelftestSlot {
+    running: Mutex<Option<CancellationToken>>,
+    last: Mutex<Option<SelftestReport>>,
+}
+
+impl Hearth {
+    pub async fn diagnostics_status(&self) -> DiagnosticsStatus {
+        let runtimes = self.registry.status();
+        let memory = runtimes
+            .iter()
+            .filter_map(|r| r.runtime.pid)
+            .filter_map(|pid| crate::procinfo::tree_rss(pid).ok().map(|t| RuntimeMemory { pid, rss_bytes: t.bytes, processes: t.processes }))
+            .collect();
+        let log_dir = self.paths.log_dir.clone();
+        let log_tail = tokio::task::spawn_blocking(move || newest_log_tail(&log_dir)).await.unwrap_or_default();
+        DiagnosticsStatus {
+            runtimes,
+            memory,
+            mcp_servers: self.tools.hooks.gateway().custom_server_statuses(),
+            log_tail,
+            log_dir: self.paths.log_dir.display().to_string(),
+            selftest_running: self.selftest.running.lock().unwrap().is_some(),
+        }
+    }
+
+    /// Run the self-test; `fixture_command` starts the fixture MCP server (e.g. `hearth mcp-fixture`).
+    pub async fn run_selftest(&self, request: SelftestRequest, fixture_command: Vec<String>, progress: ProgressSink) -> AppResult<SelftestReport> {
+        let binaries = self.binaries().await?;
+        let cancel = CancellationToken::new();
+        {
+            let mut slot = self.selftest.running.lock().unwrap();
+            if slot.is_some() {
+                return Err(AppError::Tools("A self-test is already running; wait for it or cancel it.".into()));
+            }
+            *slot = Some(cancel.clone());
+        }
+        let options = SelftestOptions {
+            projects: request.projects as usize,
+            corpus_mib: request.corpus_mib,
+            runtime_binary: binaries.opencode,
+            rg_dir: Some(binaries.rg_dir),
+            fixture_command,
+            sandbox_parent: None,
+        };
+        let result = selftest::run_selftest(options, progress, cancel).await;
+        *self.selftest.running.lock().unwrap() = None;
+        let report = result.map_err(|e| AppError::Tools(e.to_string()))?;
+        *self.selftest.last.lock().unwrap() = Some(report.clone());
+        Ok(report)
+    }
+
+    pub fn cancel_selftest(&self) -> bool {
+        match self.selftest.running.lock().unwrap().as_ref() {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Save the last report (JSON; it holds no secrets) under the data folder; returns its path.
+    pub async fn export_report(&self) -> AppResult<String> {
+        let report = self.selftest.last.lock().unwrap().clone().ok_or_else(|| AppError::Tools("Run the self-test first.".into()))?;
+        let dir = self.paths.data_dir.join("reports");
+        let path: PathBuf = dir.join(format!("selftest-{}.json", chrono_stamp()));
+        let text = serde_json::to_vec_pretty(&report).map_err(|e| AppError::Tools(e.to_string()))?;
+        let p = path.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(&p, text)
+        })
+        .await
+        .map_err(|e| AppError::Task(e.to_string()))?
+        .map_err(|e| AppError::Tools(format!("Hearth could not save the report: {e}")))?;
+        Ok(path.display().to_string())
+    }
+}
+
+fn chrono_stamp() -> String {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    ms.to_string()
+}
+
+/// The end of the newest log file.
+fn newest_log_tail(dir: &std::path::Path) -> String {
+    let newest = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(crate::logging::LOG_FILE_PREFIX))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
+    let Some(entry) = newest else { return String::new() };
+    let bytes = std::fs::read(entry.path()).unwrap_or_default();
+    crate::executable::tail(&bytes, LOG_TAIL_BYTES)
+}
