@@ -3,7 +3,7 @@ import { fireEvent, render, screen } from "@testing-library/svelte";
 import Composer from "./Composer.svelte";
 
 function setup(busy = false) {
-  const onsend = vi.fn();
+  const onsend = vi.fn(async () => true);
   const oncancel = vi.fn();
   const onattach = vi.fn(async (f: { name: string }) => ({ id: `att-${f.name}`, name: f.name, thumbnailDataUrl: "data:image/png;base64,AA==" }));
   render(Composer, { busy, onsend, oncancel, onattach });
@@ -18,7 +18,17 @@ describe("Composer", () => {
     expect(onsend).not.toHaveBeenCalled();
     await fireEvent.keyDown(input, { key: "Enter" });
     expect(onsend).toHaveBeenCalledWith("hello", []);
-    expect(input.value).toBe("");
+    await vi.waitFor(() => expect(input.value).toBe(""));
+  });
+
+  it("a message the backend refuses stays in the box", async () => {
+    const onsend = vi.fn(async () => false);
+    render(Composer, { busy: false, onsend, oncancel: vi.fn(), onattach: vi.fn() });
+    const input = screen.getByTestId("composer-input") as HTMLTextAreaElement;
+    await fireEvent.input(input, { target: { value: "x".repeat(100) } });
+    await fireEvent.keyDown(input, { key: "Enter" });
+    expect(onsend).toHaveBeenCalledOnce();
+    expect(input.value).toBe("x".repeat(100));
   });
 
   it("an empty message is not sent", async () => {
@@ -46,12 +56,12 @@ describe("Composer", () => {
     await fireEvent.input(input, { target: { value: "see this" } });
     await fireEvent.keyDown(input, { key: "Enter" });
     expect(onsend).toHaveBeenCalledWith("see this", ["att-shot.png"]);
-    expect(screen.queryByTestId("staged-thumbnail")).toBeNull();
+    await vi.waitFor(() => expect(screen.queryByTestId("staged-thumbnail")).toBeNull());
   });
 
   it("a refused image shows the backend's sentence", async () => {
     const onattach = vi.fn(async () => { throw new Error("notes.png is not an image Hearth can read."); });
-    render(Composer, { busy: false, onsend: vi.fn(), oncancel: vi.fn(), onattach });
+    render(Composer, { busy: false, onsend: vi.fn(async () => true), oncancel: vi.fn(), onattach });
     const file = new File(["x"], "notes.png", { type: "image/png" });
     await fireEvent.paste(screen.getByTestId("composer-input"), { clipboardData: { files: [file] } });
     expect((await screen.findByTestId("attach-error")).textContent).toContain("not an image Hearth can read");

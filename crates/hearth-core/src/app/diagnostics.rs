@@ -95,6 +95,10 @@ impl Hearth {
         Ok(report)
     }
 
+    pub fn selftest_running(&self) -> bool {
+        self.selftest.running.lock().unwrap().is_some()
+    }
+
     pub fn cancel_selftest(&self) -> bool {
         match self.selftest.running.lock().unwrap().as_ref() {
             Some(t) => {

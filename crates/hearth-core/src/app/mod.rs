@@ -30,6 +30,9 @@ use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Store, StoreError};
 
+/// How long closing the app waits for a cancelled self-test to clean up.
+pub const SHUTDOWN_SELFTEST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Facades kept warm by the manager (projects switched between without re-acquiring).
 pub const FACADE_CAPACITY: usize = 8;
 
@@ -248,6 +251,14 @@ impl Hearth {
     pub async fn shutdown(&self) {
         for turn in self.turns.lock().unwrap().values() {
             turn.cancel.cancel();
+        }
+        // A self-test in flight is cancelled and given a moment to remove its sandbox and stop
+        // what it started (its runtime also dies with Hearth through the parent-death signal).
+        if self.cancel_selftest() {
+            let deadline = tokio::time::Instant::now() + SHUTDOWN_SELFTEST_WAIT;
+            while self.selftest_running() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
         }
         let _ = self.store.flush_pending();
         self.manager.dispose().await;
