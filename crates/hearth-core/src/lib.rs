@@ -2,6 +2,7 @@
 //! desktop shell (`src-tauri`) and the `hearth` CLI alike.
 
 pub mod app;
+pub mod child;
 pub mod diagnostics;
 pub mod doctor;
 pub mod executable;

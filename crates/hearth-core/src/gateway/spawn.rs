@@ -1,9 +1,7 @@
-//! Starting custom MCP servers so that none outlives Hearth: each in its own process group (so a
-//! stop reaches its children too), with a parent-death signal, spawned from one long-lived thread
-//! (Linux fires that signal when the forking THREAD exits, not the process).
+//! Starting custom MCP servers so that none outlives Hearth (see `crate::child`), with only the
+//! environment they need.
 
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
@@ -17,7 +15,8 @@ pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "U
 /// A command for a stdio server: piped stdio, a clean environment plus `env`, its own group.
 pub fn server_command<'a>(program: &str, args: &[String], env: impl IntoIterator<Item = (&'a str, &'a str)>) -> Command {
     let mut cmd = Command::new(program);
-    cmd.args(args).env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+    cmd.args(args).env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    crate::child::contain(&mut cmd);
     for key in PASSED_ENV {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
@@ -26,45 +25,12 @@ pub fn server_command<'a>(program: &str, args: &[String], env: impl IntoIterator
     for (k, v) in env {
         cmd.env(k, v);
     }
-    #[cfg(target_os = "linux")]
-    // SAFETY: only async-signal-safe calls (prctl, getppid, kill) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            if libc::getppid() == 1 {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-            Ok(())
-        });
-    }
     cmd
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// Spawn `cmd` on the long-lived launcher thread.
-pub async fn spawn(mut cmd: Command) -> std::io::Result<Child> {
-    static LAUNCHER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
-    let sender = LAUNCHER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("hearth-mcp-launcher".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                }
-            })
-            .expect("launcher thread");
-        Mutex::new(tx)
-    });
-    let handle = tokio::runtime::Handle::current();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: Job = Box::new(move || {
-        let _guard = handle.enter();
-        let _ = tx.send(cmd.spawn());
-    });
-    sender.lock().unwrap().send(job).map_err(|_| std::io::Error::other("launcher thread is gone"))?;
-    rx.await.map_err(|_| std::io::Error::other("launcher thread dropped the job"))?
+pub async fn spawn(cmd: Command) -> std::io::Result<Child> {
+    crate::child::spawn(cmd).await
 }
 
 /// Stop a server's whole group: SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps the child.

@@ -183,8 +183,8 @@ fn build_command(spec: &LaunchSpec, password: &str) -> Command {
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    crate::child::contain(&mut cmd);
     let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
     if let Some(rg) = &spec.rg_dir {
         path.insert(0, rg.clone());
@@ -205,48 +205,7 @@ fn build_command(spec: &LaunchSpec, password: &str) -> Command {
     for (k, v) in OFFLINE_ENV {
         cmd.env(k, v);
     }
-    #[cfg(target_os = "linux")]
-    // SAFETY: only async-signal-safe calls (prctl, getppid, kill) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            // The runtime does not exit when Hearth dies; the kernel kills it. The signal fires when
-            // the forking THREAD exits, hence `spawn_on_launcher`.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            if libc::getppid() == 1 {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-            Ok(())
-        });
-    }
     cmd
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-/// Spawn from one thread that lives as long as the app, so the parent-death signal fires only when
-/// Hearth itself dies (not when a short-lived pool thread retires).
-fn spawn_on_launcher(mut cmd: Command) -> std::io::Result<Child> {
-    static LAUNCHER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
-    let sender = LAUNCHER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("hearth-launcher".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                }
-            })
-            .expect("launcher thread");
-        Mutex::new(tx)
-    });
-    let handle = tokio::runtime::Handle::current();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let job: Job = Box::new(move || {
-        let _guard = handle.enter();
-        let _ = tx.send(cmd.spawn());
-    });
-    sender.lock().unwrap().send(job).map_err(|_| std::io::Error::other("launcher thread is gone"))?;
-    rx.recv().map_err(|_| std::io::Error::other("launcher thread dropped the job"))?
 }
 
 fn random_password() -> String {
@@ -257,7 +216,8 @@ fn random_password() -> String {
 pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
     prepare_root(spec)?;
     let password = random_password();
-    let mut child = spawn_on_launcher(build_command(spec, &password))
+    let mut child = crate::child::spawn(build_command(spec, &password))
+        .await
         .map_err(|source| LaunchError::Spawn { binary: spec.binary.clone(), source })?;
     let pid = child.id().unwrap_or_default();
     if let Some(dir) = &spec.records_dir {
