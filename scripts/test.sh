@@ -25,7 +25,7 @@ report() {
 }
 trap report EXIT
 
-stage "setup (system packages, tauri-driver, npm ci)"
+stage "setup (system packages, tauri-driver, npm packages)"
 bash scripts/setup.sh
 
 stage "UI build (Vite)"

@@ -404,6 +404,8 @@ export type RuntimeStatus = {
 	launches: number,
 	activeRuns: number,
 	openInstances: string[],
+	/**  Time since the running process printed its address. */
+	uptimeMs: number | null,
 };
 
 export type SearchHit = {

@@ -182,6 +182,13 @@ async fn run(
         }
     };
 
+    let outcome = match outcome {
+        Err(e) if !matches!(e, CheckError::Cancelled) => match sandbox.disk_full() {
+            Some(free) => Err(CheckError::DiskFull { step: e.to_string(), free_kib: free / 1024, path: sandbox.path().display().to_string() }),
+            None => Err(e),
+        },
+        other => other,
+    };
     progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
     rt.dispose().await;
     let stopped = pid.is_none_or(|pid| !process_alive(pid));

@@ -238,6 +238,9 @@ pub enum CheckError {
     Runtime(String),
     #[error("Timed out after {secs} s waiting for {what}.")]
     Timeout { what: String, secs: u64 },
+    /// A step failed while the sandbox's disk was full: the likely reason, said plainly.
+    #[error("{step} The disk holding the sandbox is full ({free_kib} KiB free at {path}); free some space and run the self-test again.")]
+    DiskFull { step: String, free_kib: u64, path: String },
     #[error("{0}")]
     Step(String),
 }

@@ -25,6 +25,9 @@ pub struct Sandbox {
     root: PathBuf,
 }
 
+/// Below this much free space the sandbox's disk counts as full.
+pub const DISK_FULL_BYTES: u64 = 1024 * 1024;
+
 impl Sandbox {
     /// A fresh sandbox under `parent` (the system temporary folder when `None`).
     pub fn create(parent: Option<&Path>) -> Result<Self, SandboxError> {
@@ -33,6 +36,19 @@ impl Sandbox {
         let dir = tempfile::Builder::new().prefix(SANDBOX_PREFIX).tempdir_in(&parent).map_err(create)?;
         let root = dir.path().canonicalize().map_err(create)?;
         Ok(Self { dir, root })
+    }
+
+    /// Bytes free on the sandbox's file system, if the system says.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let c = std::ffi::CString::new(self.path().as_os_str().as_encoded_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a valid C string and `st` a valid out-pointer.
+        (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    }
+
+    /// Is the disk under the sandbox full (a step's failure is then most likely that)?
+    pub fn disk_full(&self) -> Option<u64> {
+        self.free_bytes().filter(|&free| free < DISK_FULL_BYTES)
     }
 
     pub fn path(&self) -> &Path {

@@ -98,7 +98,7 @@ pub struct OpenCodeRuntime {
     options: RuntimeOptions,
     root: PathBuf,
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
-    info: Mutex<Option<(u32, String, String)>>,
+    info: Mutex<Option<(u32, String, String, std::time::Instant)>>,
     launches: AtomicU32,
     active_runs: Arc<AtomicU32>,
     sessions: Mutex<HashMap<String, NativeSession>>,
@@ -213,7 +213,7 @@ impl OpenCodeRuntime {
                 return Err(RuntimeError::Launch(e));
             }
         };
-        *self.info.lock().unwrap() = Some((server.pid, server.base_url.clone(), version.clone()));
+        *self.info.lock().unwrap() = Some((server.pid, server.base_url.clone(), version.clone(), server.started));
         let live = Arc::new(Live { server, client, hub, version });
         *guard = Some(live.clone());
         Ok(live)
@@ -527,10 +527,11 @@ impl AgentRuntime for SharedOpenCode {
             running: info.is_some() && !rt.disposed.load(Ordering::SeqCst),
             pid: info.as_ref().map(|i| i.0),
             url: info.as_ref().map(|i| i.1.clone()),
-            version: info.map(|i| i.2),
+            version: info.as_ref().map(|i| i.2.clone()),
             launches: rt.launches(),
             active_runs: rt.active_runs.load(Ordering::SeqCst),
             open_instances: rt.instances.lock().unwrap().iter().cloned().collect(),
+            uptime_ms: info.map(|i| i.3.elapsed().as_millis() as u64),
         }
     }
 

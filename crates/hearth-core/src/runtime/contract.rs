@@ -124,6 +124,8 @@ pub struct RuntimeStatus {
     pub launches: u32,
     pub active_runs: u32,
     pub open_instances: Vec<String>,
+    /// Time since the running process printed its address.
+    pub uptime_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -163,6 +163,7 @@ impl AgentRuntime for WorkspaceRuntime {
                 launches: 0,
                 active_runs: 0,
                 open_instances: Vec::new(),
+                uptime_ms: None,
             },
         }
     }

@@ -131,6 +131,7 @@ impl AgentRuntime for FakeRuntime {
             launches: 1,
             active_runs: 0,
             open_instances: Vec::new(),
+            uptime_ms: None,
         }
     }
 
