@@ -33,6 +33,9 @@ pub struct Turn {
     finished_tools: HashSet<String>,
     error: Option<String>,
     retry_abort: bool,
+    /// The session went busy with this turn. An idle or error before that belongs to the previous
+    /// turn (an aborted one can report late) and must not end this one.
+    busy_seen: bool,
 }
 
 impl Turn {
@@ -46,6 +49,7 @@ impl Turn {
             finished_tools: HashSet::new(),
             error: None,
             retry_abort: false,
+            busy_seen: false,
         }
     }
 
@@ -66,6 +70,12 @@ impl Turn {
 
     pub fn on_event(&mut self, kind: &str, p: &Value) -> Update {
         let mut up = Update::default();
+        if kind == "session.status" && matches!(p["status"]["type"].as_str(), Some("busy" | "retry")) {
+            self.busy_seen = true;
+        }
+        if !self.busy_seen && matches!(kind, "session.idle" | "session.error") {
+            return up;
+        }
         match kind {
             "message.updated" => {
                 if p["info"]["role"] == "user" {
@@ -228,6 +238,7 @@ mod tests {
     #[test]
     fn retries_are_surfaced_then_the_turn_is_aborted_with_a_sentence() {
         let mut t = Turn::new(2);
+        t.on_event("session.status", &json!({"status": {"type": "busy"}}));
         let retry = |n: u64| json!({"status": {"type": "retry", "attempt": n, "message": "Connection refused", "next": 1000}});
         assert!(!t.on_event("session.status", &retry(1)).abort);
         assert!(!t.on_event("session.status", &retry(2)).abort);
@@ -242,8 +253,20 @@ mod tests {
     }
 
     #[test]
+    fn a_late_idle_or_error_of_the_previous_turn_is_ignored() {
+        let mut t = Turn::new(3);
+        assert_eq!(t.on_event("session.error", &json!({"error": {"name": "MessageAbortedError"}})), Update::default());
+        assert_eq!(t.on_event("session.idle", &json!({})).finished, None);
+        t.on_event("session.status", &json!({"status": {"type": "busy"}}));
+        t.on_event("message.part.delta", &json!({"messageID": "m", "partID": "p", "field": "text", "delta": "ok"}));
+        assert_eq!(t.on_event("session.idle", &json!({})).finished, Some(Ok(())));
+        assert_eq!(t.text(), "ok");
+    }
+
+    #[test]
     fn errors_and_permissions() {
         let mut t = Turn::new(3);
+        t.on_event("session.status", &json!({"status": {"type": "busy"}}));
         let up = t.on_event("permission.asked", &json!({"id": "per_1", "permission": "external_directory", "patterns": ["/etc/*"]}));
         assert_eq!(up.events, vec![RuntimeEvent::PermissionAsked { permission_id: "per_1".into(), permission: "external_directory".into(), patterns: vec!["/etc/*".into()] }]);
         t.on_event("session.error", &json!({"error": {"name": "APIError", "data": {"message": "model not found"}}}));
