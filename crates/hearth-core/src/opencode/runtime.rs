@@ -392,6 +392,13 @@ impl OpenCodeRuntime {
                             let _ = live.client.abort(&directory, &session).await;
                         }
                         if let Some(done) = up.finished {
+                            // An idle that is not this turn's (an earlier, cancelled turn reporting
+                            // late) must not end it: believe it only if the runtime says idle too.
+                            let still_busy = live.client.session_status(&directory).await.ok().is_some_and(|st| st.get(&session).is_some_and(|s| s["type"] == "busy"));
+                            if still_busy {
+                                tracing::debug!(%session, "ignoring an idle while the session is busy");
+                                continue;
+                            }
                             break done;
                         }
                     }

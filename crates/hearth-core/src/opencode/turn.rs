@@ -12,6 +12,9 @@ use crate::runtime::{RuntimeEvent, Usage};
 /// connection errors forever, with back-off, and reports no error).
 pub const MAX_PROVIDER_RETRIES: u32 = 3;
 
+/// The runtime's name for an aborted message.
+const ABORTED: &str = "MessageAbortedError";
+
 /// What one event did to the run.
 #[derive(Debug, Default, PartialEq)]
 pub struct Update {
@@ -84,7 +87,10 @@ impl Turn {
                     }
                 }
                 if let Some(err) = p["info"]["error"].as_object() {
-                    self.error.get_or_insert_with(|| error_sentence(&Value::Object(err.clone())));
+                    // An abort is reported by the run that aborted (see `session.error` below).
+                    if err.get("name").and_then(Value::as_str) != Some(ABORTED) {
+                        self.error.get_or_insert_with(|| error_sentence(&Value::Object(err.clone())));
+                    }
                 }
             }
             "message.part.delta" if p["field"] == "text" && !self.user_messages.contains(p["messageID"].as_str().unwrap_or("")) => {
@@ -111,8 +117,10 @@ impl Turn {
             }
             "session.error" => {
                 let e = &p["error"];
-                if !self.retry_abort {
-                    self.error = Some(if e["name"] == "MessageAbortedError" { "Cancelled.".into() } else { error_sentence(e) });
+                // This run's own abort (cancel) ends it directly; an abort reported here belongs to an
+                // earlier, cancelled turn whose model call only now returned — not to this one.
+                if !self.retry_abort && e["name"] != ABORTED {
+                    self.error = Some(error_sentence(e));
                 }
             }
             "session.idle" => {
@@ -245,7 +253,7 @@ mod tests {
         let up = t.on_event("session.status", &retry(3));
         assert!(up.abort);
         assert_eq!(up.events, vec![RuntimeEvent::Retrying { attempt: 3, message: "Connection refused".into() }]);
-        // The abort produces MessageAbortedError; the retry sentence wins.
+        // The abort produces MessageAbortedError; the retry sentence stays.
         t.on_event("session.error", &json!({"error": {"name": "MessageAbortedError", "data": {"message": "aborted"}}}));
         let end = t.on_event("session.idle", &json!({}));
         let err = end.finished.unwrap().unwrap_err();
@@ -259,6 +267,9 @@ mod tests {
         assert_eq!(t.on_event("session.idle", &json!({})).finished, None);
         t.on_event("session.status", &json!({"status": {"type": "busy"}}));
         t.on_event("message.part.delta", &json!({"messageID": "m", "partID": "p", "field": "text", "delta": "ok"}));
+        // The cancelled turn's model call returns only now: its abort is not this turn's.
+        t.on_event("message.updated", &json!({"info": {"id": "old", "role": "assistant", "error": {"name": "MessageAbortedError"}}}));
+        t.on_event("session.error", &json!({"error": {"name": "MessageAbortedError", "data": {"message": "aborted"}}}));
         assert_eq!(t.on_event("session.idle", &json!({})).finished, Some(Ok(())));
         assert_eq!(t.text(), "ok");
     }
