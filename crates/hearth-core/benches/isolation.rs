@@ -5,7 +5,6 @@
 //! `cargo bench -p hearth-core --bench isolation` (`HEARTH_BENCH_CORPUS_MIB` picks 0/2/8/32).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod test_support;
 #[allow(dead_code)] // shared with the runtime bench; this one uses only `locate_runtime`
 mod support;

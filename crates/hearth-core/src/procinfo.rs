@@ -50,6 +50,14 @@ pub fn descendants(pid: u32) -> io::Result<Vec<u32>> {
     Ok(found)
 }
 
+/// Is `pid` a live process? A zombie counts as gone: it holds no memory and nobody may reap it
+/// (PID 1 on some machines does not).
+pub fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+        .unwrap_or(false)
+}
+
 /// Resident memory of `pid` plus its descendants. Fails only if `pid` itself cannot be read.
 pub fn tree_rss(pid: u32) -> io::Result<TreeRss> {
     let mut bytes = rss_bytes(pid)?;

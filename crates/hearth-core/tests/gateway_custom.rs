@@ -51,9 +51,7 @@ fn grant_for(gw: &Gateway, request: &str, session: &str, servers: &[&str]) -> Ca
     t
 }
 
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z")).unwrap_or(false)
-}
+use hearth_core::procinfo::is_running as alive;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_tools_are_proxied_only_under_a_grant_that_names_the_server() {

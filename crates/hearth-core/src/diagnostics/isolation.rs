@@ -191,7 +191,7 @@ async fn run(
     };
     progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
     rt.dispose().await;
-    let stopped = pid.is_none_or(|pid| !process_alive(pid));
+    let stopped = pid.is_none_or(|pid| !crate::procinfo::is_running(pid));
     let sandbox_path = sandbox.path().to_path_buf();
     let removed = sandbox.remove();
     let detail = match (&removed, stopped) {
@@ -234,17 +234,6 @@ fn config(opts: &IsolationOptions, model: &ScriptedModelServer) -> RuntimeConfig
         plugins: vec![],
         mcp: Default::default(),
         skills_paths: vec![],
-    }
-}
-
-/// Is `pid` a live process? (A zombie counts as gone.) Off Linux, trust the runtime's own stop.
-pub(crate) fn process_alive(pid: u32) -> bool {
-    if cfg!(target_os = "linux") {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
-            .unwrap_or(false)
-    } else {
-        false
     }
 }
 

@@ -307,7 +307,7 @@ async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuild
 /// Wait up to `limit` for `pid` to be gone.
 async fn gone_within(pid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    while super::isolation::process_alive(pid) {
+    while crate::procinfo::is_running(pid) {
         if Instant::now() >= deadline {
             return false;
         }

@@ -318,12 +318,7 @@ mod tests {
         }
     }
 
-    /// Running (a zombie nobody reaps counts as gone: this machine's PID 1 does not reap).
-    fn alive(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
-            .unwrap_or(false)
-    }
+    use crate::procinfo::is_running as alive;
 
     #[tokio::test]
     async fn parses_the_url_and_gives_a_clean_private_environment() {

@@ -56,12 +56,7 @@ pub fn config_for(binary: PathBuf, rg_dir: PathBuf, model: &ScriptedModelServer,
     }
 }
 
-/// Is `pid` a live process (zombies count as gone: PID 1 here does not reap)?
-pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
-        .unwrap_or(false)
-}
+pub use hearth_core::procinfo::is_running as alive;
 
 /// Wait up to `secs` for `pid` to be gone.
 pub async fn gone_within(pid: u32, secs: u64) -> bool {
