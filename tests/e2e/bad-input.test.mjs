@@ -64,7 +64,13 @@ describe("bad input in the real window", () => {
     await inputs[1].setValue("not a url");
     await inputs[2].setValue("m");
     await (await form.$('button[type="submit"]')).click();
-    assert.match(await app.browser.execute(() => document.querySelector('[data-testid="profiles-view"] [role="alert"]')?.innerText ?? ""), /URL|http/i);
+    // The refusal renders after the save round-trip: wait for it rather than read at once.
+    const alert = await until(
+      async () => app.browser.execute(() => document.querySelector('[data-testid="profiles-view"] [role="alert"]')?.innerText ?? ""),
+      "the refusal sentence",
+      20_000,
+    );
+    assert.match(alert, /URL|http/i);
     await click(app.browser, "nav-runtime");
     await (await app.browser.$('[data-testid="runtime-summary"]')).waitForDisplayed({ timeout: 30_000 });
   });
