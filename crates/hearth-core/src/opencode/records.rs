@@ -95,9 +95,13 @@ pub async fn sweep(dir: &Path) -> SweepReport {
             report.kept.push(record.pid);
             continue;
         }
-        let ours = start_ticks(record.pid) == Some(record.start_ticks) && cmdline(record.pid).contains(&record.binary);
-        let group_members = group_members(record.pid);
-        if ours || !group_members.is_empty() {
+        let leader = start_ticks(record.pid);
+        let ours = leader == Some(record.start_ticks) && cmdline(record.pid).contains(&record.binary);
+        // Members of the recorded group count only when its leader is gone: the kernel never hands
+        // out a pid that is still some group's id, so they are the runtime's children. A live leader
+        // that is not ours means the pid was reused, and its group belongs to a stranger.
+        let orphans_left = leader.is_none() && !group_members(record.pid).is_empty();
+        if ours || orphans_left {
             stop_group(record.pid).await;
             tracing::warn!(pid = record.pid, "stopped a runtime left behind by an earlier Hearth");
             report.stopped.push(record.pid);
@@ -192,6 +196,29 @@ mod tests {
         assert!(start_ticks(pid).is_some(), "a stranger's process was killed");
         child.kill().unwrap();
         let _ = child.wait();
+    }
+
+    #[tokio::test]
+    async fn a_strangers_process_group_on_a_reused_pid_is_never_touched() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A stranger's group: a shell leading it, with a child of its own in the group.
+        let mut leader = std::process::Command::new("sh").args(["-c", "sleep 300 & wait"]).process_group(0).spawn().unwrap();
+        let pid = leader.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while group_members(pid).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the stranger's child did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let members = group_members(pid);
+        // Hearth's record of an earlier runtime that had this pid, from a Hearth that is gone.
+        let rec = ProcessRecord { pid, start_ticks: 1, app_pid: u32::MAX - 1, app_start_ticks: 1, binary: "opencode".into() };
+        std::fs::write(record_path(tmp.path(), pid), serde_json::to_vec(&rec).unwrap()).unwrap();
+        let report = sweep(tmp.path()).await;
+        assert_eq!(report.forgotten, vec![pid]);
+        assert!(start_ticks(pid).is_some(), "the stranger's group leader was killed");
+        assert!(members.iter().all(|&m| start_ticks(m).is_some()), "the stranger's child was killed");
+        unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+        let _ = leader.wait();
     }
 
     #[tokio::test]
