@@ -7,11 +7,12 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*"; }
 
 # System packages: the Tauri/WebKitGTK build set, Xvfb + WebKitWebDriver for headless e2e, ripgrep
-# (the runtime's search tools need it), ImageMagick for screenshots of the Xvfb screen.
+# (the runtime's search tools need it), ImageMagick for screenshots of the Xvfb screen, xdotool to
+# answer native file dialogs in e2e (WebDriver reaches only the web view).
 APT_PACKAGES=(
   build-essential pkg-config curl wget file ca-certificates
   libwebkit2gtk-4.1-dev libgtk-3-dev libssl-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
-  xvfb xauth webkit2gtk-driver fonts-dejavu-core ripgrep imagemagick
+  xvfb xauth webkit2gtk-driver fonts-dejavu-core ripgrep imagemagick xdotool
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -3,7 +3,7 @@
 
 use tauri_specta::{collect_commands, collect_events, Builder};
 
-use crate::commands::{conversations, diagnostics, profiles, projects, runtime, tools};
+use crate::commands::{conversations, diagnostics, dialogs, profiles, projects, runtime, tools};
 use crate::events;
 
 /// Where the generated bindings live, relative to this crate.
@@ -57,6 +57,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             diagnostics::run_selftest,
             diagnostics::cancel_selftest,
             diagnostics::export_report,
+            dialogs::pick_paths,
         ])
         .events(collect_events![events::ConversationUpdate])
 }

@@ -1,5 +1,7 @@
 //! Headless subcommands of the `hearth` binary (usable with no display: CI, support).
 
+use std::path::PathBuf;
+
 use hearth_core::{doctor, paths::AppPaths};
 
 const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--json] | mcp-fixture]
@@ -16,11 +18,12 @@ pub fn fixture_command() -> Vec<String> {
 }
 
 /// Run a subcommand if `args` names one; `None` means: open the window.
-pub fn run(args: &[String], paths: &AppPaths) -> Option<i32> {
+/// `resource_dir` is the installed app's resource folder (its bundled binaries), when there is one.
+pub fn run(args: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> Option<i32> {
     let (cmd, rest) = args.split_first()?;
     Some(match cmd.as_str() {
-        "doctor" => doctor_cmd(rest, paths),
-        "selftest" => selftest_cmd(rest, paths),
+        "doctor" => doctor_cmd(rest, paths, resource_dir),
+        "selftest" => selftest_cmd(rest, paths, resource_dir),
         "mcp-fixture" => match block_on(hearth_core::gateway::fixture::run_fixture_stdio()) {
             Some(Ok(())) => 0,
             Some(Err(e)) => {
@@ -51,9 +54,9 @@ fn block_on<F: std::future::Future>(f: F) -> Option<F::Output> {
     }
 }
 
-fn doctor_cmd(rest: &[String], paths: &AppPaths) -> i32 {
+fn doctor_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {
     let json = rest.iter().any(|a| a == "--json");
-    let Some(report) = block_on(doctor::check(&crate::state::doctor_inputs(paths, None))) else { return 1 };
+    let Some(report) = block_on(doctor::check(&crate::state::doctor_inputs(paths, resource_dir))) else { return 1 };
     if json {
         println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
     } else {
@@ -76,8 +79,8 @@ fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) ->
     if allowed.contains(&n) { Ok(n) } else { Err(format!("{name} takes one of {allowed:?}, got {n}")) }
 }
 
-fn selftest_cmd(rest: &[String], paths: &AppPaths) -> i32 {
-    use hearth_core::app::runtime_setup::{locate_binaries, BinaryInputs};
+fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {
+    use hearth_core::app::runtime_setup::locate_binaries;
     use hearth_core::diagnostics::selftest::{run_selftest, SelftestOptions};
     use hearth_core::diagnostics::ProgressSink;
 
@@ -90,8 +93,7 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths) -> i32 {
         }
     };
     let outcome = block_on(async {
-        let d = crate::state::doctor_inputs(paths, None);
-        let binaries = locate_binaries(&BinaryInputs { opencode: d.opencode, ripgrep: d.ripgrep, probe_home: paths.probe_dir.clone() })
+        let binaries = locate_binaries(&crate::state::binary_inputs(paths, resource_dir))
             .await
             .map_err(|e| e.to_string())?;
         let cancel = tokio_util::sync::CancellationToken::new();

@@ -7,18 +7,27 @@ mod commands;
 mod events;
 mod state;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use hearth_core::app::{Hearth, HearthOptions};
-use hearth_core::{logging, paths::AppPaths};
+use hearth_core::{instance, logging, paths::AppPaths};
 
 /// Entry point of the `hearth` binary: a CLI subcommand when one is given, else the window.
 pub fn main_entry() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let context = tauri::generate_context!();
+    // Where an installed app keeps its bundled runtime and ripgrep; the CLI needs it as much as the
+    // window (`hearth selftest` from /usr/bin must find /usr/lib/Hearth/bin, not a checkout's copy).
+    let resource_dir = tauri::utils::platform::resource_dir(context.package_info(), &tauri::Env::default()).ok();
     let paths = match AppPaths::resolve().and_then(|p| p.ensure().map(|_| p)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("hearth: {e}");
+            if args.is_empty() {
+                // Started from a desktop menu there is no terminal: say it where the user looks.
+                startup_failure_dialog(&e.to_string());
+            }
             return 1;
         }
     };
@@ -30,20 +39,65 @@ pub fn main_entry() -> i32 {
         }
     };
     tracing::info!(version = env!("CARGO_PKG_VERSION"), data_dir = %paths.data_dir.display(), "hearth starting");
-    if let Some(code) = cli::run(&args, &paths) {
+    if let Some(code) = cli::run(&args, &paths, resource_dir.clone()) {
         return code;
     }
-    run_app(paths);
+    // One window per data folder: a second start brings the first forward instead of fighting
+    // over its store and runtime.
+    let guard = match instance::acquire(&paths.data_dir) {
+        Ok(instance::Acquire::First(guard)) => guard,
+        Ok(instance::Acquire::AlreadyRunning(instance::Activation::Focused)) => {
+            tracing::info!("Hearth already runs on this data folder: brought its window forward");
+            eprintln!("hearth: Hearth is already running; its window was brought to the front.");
+            return 0;
+        }
+        Ok(instance::Acquire::AlreadyRunning(instance::Activation::NoAnswer { holder_pid })) => {
+            let who = holder_pid.map(|p| format!(" (process {p})")).unwrap_or_default();
+            let message = format!("Hearth is already running on the data folder {}{who} but did not answer. Close it, or wait for it to respond, and start Hearth again.", paths.data_dir.display());
+            eprintln!("hearth: {message}");
+            startup_failure_dialog(&message);
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("hearth: {e}");
+            startup_failure_dialog(&e.to_string());
+            return 1;
+        }
+    };
+    run_app(context, paths, resource_dir, guard);
     0
 }
 
-fn run_app(paths: AppPaths) {
+/// Show, unminimise and focus the main window (asked for by a second start of Hearth).
+fn bring_forward(handle: &tauri::AppHandle) {
+    let Some(window) = tauri::Manager::get_webview_window(handle, "main") else { return };
+    let _ = window.unminimize();
+    let _ = window.show();
+    let _ = window.set_focus();
+    tracing::info!("a second start of Hearth brought the window forward");
+}
+
+/// A blocking native message for a failure that happens before there is a window to show it in.
+fn startup_failure_dialog(message: &str) {
+    rfd::MessageDialog::new()
+        .set_level(rfd::MessageLevel::Error)
+        .set_title("Hearth cannot start")
+        .set_description(message)
+        .set_buttons(rfd::MessageButtons::Ok)
+        .show();
+}
+
+fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: Option<PathBuf>, guard: instance::InstanceGuard) {
     let builder = bindings::builder();
     let app = tauri::Builder::default()
+        .plugin(tauri_plugin_dialog::init())
         .invoke_handler(builder.invoke_handler())
         .setup(move |app| {
             builder.mount_events(app);
-            let resource_dir = tauri::Manager::path(app).resource_dir().ok();
+            let handle = app.handle().clone();
+            guard.serve(move || bring_forward(&handle));
+            // Held until the process exits: the data folder stays ours while the app runs.
+            tauri::Manager::manage(app, guard);
             let options = HearthOptions {
                 binaries: state::binary_inputs(&paths, resource_dir.clone()),
                 paths: paths.clone(),
@@ -55,7 +109,7 @@ fn run_app(paths: AppPaths) {
             tauri::Manager::manage(app, state::AppState { paths, resource_dir, hearth });
             Ok(())
         })
-        .build(tauri::generate_context!())
+        .build(context)
         .expect("the Tauri runtime failed to start");
     app.run(|handle, event| {
         if let tauri::RunEvent::Exit = event {

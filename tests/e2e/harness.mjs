@@ -107,7 +107,8 @@ export async function launchApp({ env = {}, dataDir = null } = {}) {
   const nativePort = await freePort();
   const driver = track(spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
     // The app's own log stays in its data folder; the test output shows warnings only.
-    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", ...env },
+    // GTK keeps dialog settings in dconf, which needs a session bus Xvfb does not have: keep them in memory.
+    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", GSETTINGS_BACKEND: "memory", ...env },
     stdio: ["ignore", "inherit", "inherit"],
   }));
   const app = { xvfb, driver, dataDir, ownsData, display, browser: null };
@@ -195,4 +196,55 @@ export function realRuntime() {
   if (!bin) throw new Error(`runtime binary missing under node_modules: run scripts/setup.sh (pinned opencode-ai@${pinned})`);
   const printed = execFileSync(bin, ["--version"], { encoding: "utf8", env: { PATH: process.env.PATH, HOME: os.tmpdir() } }).trim();
   return { bin, pinned, printed };
+}
+
+/** How long a native dialog may take to appear. */
+const DIALOG_WAIT_MS = 20_000;
+/** Pause after typing into a dialog before pressing Enter. */
+const DIALOG_SETTLE_MS = 800;
+
+function xdotool(display, args) {
+  return execFileSync("xdotool", args, { env: { ...process.env, DISPLAY: display }, encoding: "utf8", timeout: DIALOG_WAIT_MS }).trim();
+}
+
+/**
+ * Answer the native (GTK) file chooser titled `title` on the app's display, as a user would by
+ * keyboard: type the path into its location field and press Enter — or press Escape when `path` is
+ * null. A folder's path is typed without a trailing slash (with one, Enter opens the folder instead
+ * of choosing it). WebDriver reaches only the web view, so the dialog is driven through X (xdotool).
+ */
+export async function answerFileDialog(app, title, path, { shot = null } = {}) {
+  // xdotool matches names as regular expressions.
+  const name = `^${title.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`;
+  const id = await until(() => {
+    try { return xdotool(app.display, ["search", "--onlyvisible", "--name", name]).split("\n")[0]; } catch { return null; }
+  }, `the "${title}" dialog`, DIALOG_WAIT_MS);
+  // There is no window manager under Xvfb: give the dialog the keyboard focus ourselves.
+  xdotool(app.display, ["windowraise", id]);
+  xdotool(app.display, ["windowfocus", "--sync", id]);
+  await new Promise((r) => setTimeout(r, 300));
+  if (path === null) {
+    xdotool(app.display, ["key", "--clearmodifiers", "Escape"]);
+  } else {
+    // Ctrl+L opens GTK's location field; the path is typed as a user would.
+    xdotool(app.display, ["key", "--clearmodifiers", "ctrl+l"]);
+    xdotool(app.display, ["type", "--delay", "15", path]);
+    // GTK completes the typed path in a popup; an Enter that lands before the popup settles picks
+    // a completion instead of answering the dialog.
+    await new Promise((r) => setTimeout(r, DIALOG_SETTLE_MS));
+    if (shot) screenshotScreen(app, shot);
+    xdotool(app.display, ["key", "--clearmodifiers", "Return"]);
+  }
+  await until(() => {
+    try { xdotool(app.display, ["search", "--onlyvisible", "--name", name]); return false; } catch { return true; }
+  }, `the "${title}" dialog to close`, DIALOG_WAIT_MS);
+}
+
+/** A screenshot of the whole X screen (native dialogs included, which WebDriver cannot see). */
+export function screenshotScreen(app, name) {
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  const file = path.join(SCREENSHOT_DIR, `${name}.png`);
+  execFileSync("import", ["-window", "root", file], { env: { ...process.env, DISPLAY: app.display }, timeout: DIALOG_WAIT_MS });
+  console.log(`screenshot: ${path.relative(ROOT, file)}`);
+  return file;
 }

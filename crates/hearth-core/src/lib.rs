@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod executable;
 pub mod gateway;
 pub mod images;
+pub mod instance;
 pub mod knowledge;
 pub mod logging;
 pub mod opencode;

@@ -12,9 +12,16 @@ pub const APP_DIR_NAME: &str = "hearth";
 pub enum PathsError {
     #[error("Hearth could not find a data folder for this user: the platform reports no home or data directory. Set {DATA_DIR_ENV} to a writable folder.")]
     NoDataDir,
-    #[error("Hearth could not create its data folder {path}: {source}")]
+    #[error("Hearth could not create its data folder {path}: {source}. Make sure the folder can be created, or start Hearth with {DATA_DIR_ENV} set to a writable folder.")]
     Create { path: PathBuf, source: std::io::Error },
+    #[error("Hearth cannot write to its data folder {path} ({source}). Your conversations and settings live there: make it writable, or start Hearth with {DATA_DIR_ENV} set to a writable folder.")]
+    NotWritable { path: PathBuf, source: std::io::Error },
 }
+
+/// File created and removed to prove the data folder takes writes (permission bits do not stop
+/// root, a read-only mount does: only a real write tells). Named per process, so two Hearths
+/// starting at once never remove each other's probe.
+const WRITE_PROBE_PREFIX: &str = ".hearth-write-probe-";
 
 /// The folders Hearth writes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,22 +60,35 @@ impl AppPaths {
         }
     }
 
-    /// Create every folder, readable by the user only: conversations and logs are private.
+    /// Create every folder, readable by the user only (conversations and logs are private), and
+    /// prove the data folder takes writes, so a read-only one is named at start-up, not mid-turn.
     pub fn ensure(&self) -> Result<(), PathsError> {
         for dir in [&self.data_dir, &self.log_dir, &self.probe_dir] {
             create_private_dir(dir)?;
         }
-        Ok(())
+        let probe = self.data_dir.join(format!("{WRITE_PROBE_PREFIX}{}", std::process::id()));
+        std::fs::write(&probe, b"ok")
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|source| PathsError::NotWritable { path: self.data_dir.clone(), source })
     }
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), PathsError> {
-    let err = |source| PathsError::Create { path: dir.to_path_buf(), source };
-    std::fs::create_dir_all(dir).map_err(err)?;
+    let not_writable = |source| PathsError::NotWritable { path: dir.to_path_buf(), source };
+    if !dir.is_dir() {
+        std::fs::create_dir_all(dir).map_err(|source| match source.kind() {
+            std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => not_writable(source),
+            _ => PathsError::Create { path: dir.to_path_buf(), source },
+        })?;
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+        let private = std::fs::Permissions::from_mode(0o700);
+        let mode = std::fs::metadata(dir).map_err(not_writable)?.permissions().mode() & 0o777;
+        if mode != 0o700 {
+            std::fs::set_permissions(dir, private).map_err(not_writable)?;
+        }
     }
     Ok(())
 }
@@ -107,6 +127,25 @@ mod tests {
         p.ensure().unwrap(); // idempotent
         let mode = std::fs::metadata(&p.log_dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    /// A read-only mount (which stops root too): needs root to mount, as CI and this machine have.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_only_data_folder_is_named_with_what_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ro = tmp.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"]).arg(&ro).status();
+        assert!(matches!(mounted, Ok(s) if s.success()), "mounting a read-only tmpfs needs root (CI runs as root)");
+        let result = AppPaths::under(ro.join("hearth")).ensure();
+        let existing = AppPaths::under(&ro).ensure();
+        let _ = std::process::Command::new("umount").arg(&ro).status();
+        let msg = result.unwrap_err().to_string();
+        assert!(msg.starts_with("Hearth cannot write to its data folder"), "{msg}");
+        assert!(msg.contains(DATA_DIR_ENV) && msg.contains("ro/hearth"), "{msg}");
+        // An existing folder that is read-only is caught too (by the write probe or the chmod).
+        assert!(existing.unwrap_err().to_string().starts_with("Hearth cannot write to its data folder"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod conversations;
 pub mod diagnostics;
+pub mod dialogs;
 pub mod error;
 pub mod profiles;
 pub mod projects;

@@ -60,6 +60,11 @@ export const commands = {
 	cancelSelftest: () => __TAURI_INVOKE<boolean>("cancel_selftest"),
 	/**  Save the last self-test report as JSON in the data folder; returns its path. */
 	exportReport: () => typedError<string, CommandError>(__TAURI_INVOKE("export_report")),
+	/**
+	 *  Show the dialog for `purpose` over the main window, opened in the folder that holds `near` (e.g.
+	 *  the last project added) or else the home folder; the chosen paths, or none when cancelled.
+	 */
+	pickPaths: (purpose: PickPurpose, near: string | null) => typedError<string[], CommandError>(__TAURI_INVOKE("pick_paths", { purpose, near })),
 };
 
 /** Events */
@@ -305,6 +310,9 @@ export type ModelProtocol =
 
 /**  How the user answers a permission request. */
 export type PermissionReply = "once" | "always" | "reject";
+
+/**  What a dialog is for: its title, and whether it picks folders or files. */
+export type PickPurpose = "ProjectFolder" | "KnowledgeFiles" | "KnowledgeFolder" | "SkillFolder";
 
 /**  What the user edits. */
 export type ProfileInput = {

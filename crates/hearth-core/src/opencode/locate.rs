@@ -98,10 +98,10 @@ pub struct Located {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LocateError {
-    #[error("The OpenCode runtime was not found. Hearth needs {NPM_PACKAGE}@{PINNED_VERSION}: run scripts/setup.sh in a checkout (it runs `npm ci`), reinstall Hearth, or set {BIN_ENV} to the binary. Looked in {} places, first: {}", .searched.len(), .searched.first().map(|p| p.display().to_string()).unwrap_or_default())]
+    #[error("The OpenCode runtime was not found. Hearth needs {NPM_PACKAGE}@{PINNED_VERSION}: reinstall Hearth (an installed Hearth carries it), run scripts/setup.sh in a checkout, or set {BIN_ENV} to the binary. Looked in {} places, first: {}", .searched.len(), .searched.first().map(|p| p.display().to_string()).unwrap_or_default())]
     NotFound { searched: Vec<PathBuf> },
-    #[error("The OpenCode runtime ({source_label}) cannot be used: {problem}.")]
-    Unusable { source_label: String, problem: ProbeError },
+    #[error("The OpenCode runtime ({}) cannot be used: {problem}.{}", source_label(*.from), remedy(*.from))]
+    Unusable { from: Source, problem: ProbeError },
     #[error("The OpenCode runtime at {path} is version {found}, but Hearth needs exactly {PINNED_VERSION}. Install {NPM_PACKAGE}@{PINNED_VERSION} (scripts/setup.sh does) or point {BIN_ENV} at that version.")]
     WrongVersion { path: PathBuf, found: String },
 }
@@ -115,6 +115,11 @@ impl LocateError {
             LocateError::WrongVersion { path, .. } => Some(path),
         }
     }
+}
+
+/// What to do about an unusable copy that Hearth itself shipped: the user did not choose that path.
+fn remedy(source: Source) -> &'static str {
+    if source == Source::Bundled { " The installed copy is damaged: reinstall Hearth." } else { "" }
 }
 
 fn problem_path(p: &ProbeError) -> &Path {
@@ -149,7 +154,7 @@ pub async fn locate(inputs: &LocateInputs, env: &ProbeEnv) -> Result<Located, Lo
         .ok_or_else(|| LocateError::NotFound { searched: candidates.iter().map(|c| c.path.clone()).collect() })?;
     let output = executable::probe_version(&chosen.path, env, VERSION_PROBE_TIMEOUT)
         .await
-        .map_err(|problem| LocateError::Unusable { source_label: source_label(chosen.source), problem })?;
+        .map_err(|problem| LocateError::Unusable { from: chosen.source, problem })?;
     let found = parse_version(&output);
     if found != PINNED_VERSION {
         return Err(LocateError::WrongVersion { path: chosen.path.clone(), found });
@@ -201,6 +206,21 @@ mod tests {
         fake_runtime(&bundled.join(BIN_NAME), PINNED_VERSION);
         let inputs = LocateInputs { bundled_dir: Some(bundled.clone()), anchors: vec![tmp.path().into()], ..Default::default() };
         assert_eq!(locate(&inputs, &env(tmp.path())).await.unwrap().source, Source::Bundled);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_bundled_copy_says_reinstall_and_is_not_bypassed() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_runtime(&npm_path(tmp.path()), PINNED_VERSION);
+        let bundled = tmp.path().join("resources");
+        std::fs::create_dir_all(&bundled).unwrap();
+        // Garbage where the program should be: the kernel refuses to run it.
+        std::fs::write(bundled.join(BIN_NAME), vec![0x5a; 4096]).unwrap();
+        std::fs::set_permissions(bundled.join(BIN_NAME), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let inputs = LocateInputs { bundled_dir: Some(bundled.clone()), anchors: vec![tmp.path().into()], ..Default::default() };
+        let msg = locate(&inputs, &env(tmp.path())).await.unwrap_err().to_string();
+        assert!(msg.starts_with("The OpenCode runtime (bundled with Hearth) cannot be used:"), "{msg}");
+        assert!(msg.ends_with("reinstall Hearth."), "{msg}");
     }
 
     #[tokio::test]
