@@ -77,7 +77,7 @@ async function waitForPort(port, ms, child, what) {
 }
 
 /** Xvfb on a display number it picks itself (-displayfd), so parallel runs never collide. */
-async function startXvfb() {
+export async function startXvfb() {
   const xvfb = track(spawn("Xvfb", ["-displayfd", "3", "-screen", "0", "1280x860x24", "-nolisten", "tcp"], {
     stdio: ["ignore", "ignore", "pipe", "pipe"],
   }));
@@ -132,6 +132,8 @@ export async function launchApp({ env = {}, dataDir = null } = {}) {
 }
 
 /** Ends the WebDriver session (closes the app), then tauri-driver (SIGTERM) and Xvfb. */
+export { stopChild };
+
 export async function stopApp(app) {
   if (!app) return;
   try { await app.browser?.deleteSession(); } catch {}
