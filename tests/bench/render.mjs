@@ -1,6 +1,6 @@
 // UI render benchmark in the real window (prints figures; asserts nothing about speed):
 // open a conversation of 5,000 messages — time to first paint, then the frame budget while scrolling
-// through what is rendered — and the send → first streamed text on screen latency of a new turn.
+// through all of it (the list is virtualized) — and the send → first streamed text on screen latency of a new turn.
 // `node tests/bench/render.mjs` after `cargo build -p hearth`.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -56,7 +56,7 @@ try {
   const input = await app.browser.$('[data-testid="composer-input"]');
   await input.setValue("hello there");
   const latency = await app.browser.executeAsync((done) => {
-    // The list is windowed: a new reply shows as a new last element, not a longer list.
+    // The list is virtualized: a new reply shows as a new last element, not a longer list.
     const all = () => document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
     const before = all()[all().length - 1];
     const t0 = performance.now();
@@ -72,7 +72,7 @@ try {
     obs.observe(document.body, { subtree: true, childList: true, characterData: true });
   });
 
-  console.log(`UI render benchmark (${MESSAGES} stored messages, ${rendered} rendered at first, the rest on request)`);
+  console.log(`UI render benchmark (${MESSAGES} stored messages, virtualized: ${rendered} in the page at first)`);
   console.log(`  open conversation → first paint: ${firstPaint.toFixed(0)} ms`);
   console.log(`  frame interval while scrolling: ${stats(frames)} (budget 16.7 ms at 60 Hz)`);
   console.log(`  send → first streamed text on screen (first turn, includes the runtime's start): ${latency.toFixed(0)} ms`);
