@@ -41,17 +41,19 @@ pub struct LocateInputs {
 }
 
 impl LocateInputs {
-    /// Inputs from this process: `HEARTH_OPENCODE_BIN`, the executable's folder, the working folder
-    /// and, in a development build, the workspace this binary was built from.
+    /// Inputs from this process: `HEARTH_OPENCODE_BIN`, the executable's folder and, in a
+    /// development build, the working folder and the workspace this binary was built from. A
+    /// release build never looks in the working folder: an installed Hearth whose bundled copy is
+    /// gone must not run whatever `node_modules` the user happened to start it from.
     pub fn from_process(settings_path: Option<PathBuf>, bundled_dir: Option<PathBuf>) -> Self {
         let mut anchors = Vec::new();
         if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
             anchors.push(dir);
         }
-        if let Ok(cwd) = std::env::current_dir() {
-            anchors.push(cwd);
-        }
         if cfg!(debug_assertions) {
+            if let Ok(cwd) = std::env::current_dir() {
+                anchors.push(cwd);
+            }
             anchors.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
         }
         Self {
