@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Hearth's one test command: sets up what is missing, then runs every test — Rust unit and
 # integration (real runtime binary), UI type check and unit tests, and the headless e2e suite in the
-# real window. Prints each stage's duration at the end (also when a stage fails).
+# real window; with HEARTH_TEST_PACKAGE=1 (CI sets it) also the installed app: build the .deb and the
+# AppImage, install, self-test and drive the installed window, remove (scripts/package-test.sh, root).
+# Prints each stage's duration at the end (also when a stage fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,3 +53,8 @@ echo "self-test passed: reports in test-output/selftest-*.json"
 
 stage "e2e (Xvfb + tauri-driver + real window)"
 npm run --silent test:e2e
+
+if [ "${HEARTH_TEST_PACKAGE:-0}" = 1 ]; then
+  stage "installed app (release bundles, dpkg -i, installed self-test and window, removal)"
+  bash scripts/package-test.sh
+fi

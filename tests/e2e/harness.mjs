@@ -98,7 +98,7 @@ export async function startXvfb() {
  * Start Xvfb, tauri-driver and the app with `env` added to the app's environment. Every app gets
  * its own throw-away data folder (HEARTH_DATA_DIR) so a test never touches a user's real data.
  */
-export async function launchApp({ env = {}, dataDir = null } = {}) {
+export async function launchApp({ env = {}, dataDir = null, cwd = undefined } = {}) {
   if (!existsSync(APP_BIN)) throw new Error(`app binary missing: ${APP_BIN} (build it with cargo build -p hearth)`);
   const ownsData = !dataDir;
   dataDir ??= mkdtempSync(path.join(os.tmpdir(), "hearth-e2e-"));
@@ -110,6 +110,7 @@ export async function launchApp({ env = {}, dataDir = null } = {}) {
     // GTK keeps dialog settings in dconf, which needs a session bus Xvfb does not have: keep them in memory.
     env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", GSETTINGS_BACKEND: "memory", ...env },
     stdio: ["ignore", "inherit", "inherit"],
+    cwd,
   }));
   const app = { xvfb, driver, dataDir, ownsData, display, browser: null };
   try {
