@@ -31,7 +31,9 @@ pub fn main_entry() -> i32 {
             return 1;
         }
     };
-    let _log_guard = match logging::init(&paths.log_dir) {
+    // A subcommand's own output is the point: its stderr gets warnings only.
+    let console = if args.is_empty() { logging::Console::Full } else { logging::Console::Quiet };
+    let _log_guard = match logging::init(&paths.log_dir, console) {
         Ok(g) => Some(g),
         Err(e) => {
             eprintln!("hearth: logging to file is off: {e}");

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_appender::rolling::{Builder, Rotation};
-use tracing_subscriber::{fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter};
+use tracing_subscriber::{fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
 
 /// File name prefix of the rotated logs (`hearth.log.YYYY-MM-DD`).
 pub const LOG_FILE_PREFIX: &str = "hearth.log";
@@ -12,6 +12,18 @@ pub const LOG_FILE_PREFIX: &str = "hearth.log";
 pub const LOG_FILES_KEPT: usize = 7;
 /// Default filter when `RUST_LOG` is unset.
 pub const DEFAULT_FILTER: &str = "info,hearth=debug,hearth_core=debug";
+/// What a headless command prints to stderr when `RUST_LOG` is unset: its own output is the point,
+/// so only warnings go beside it (the log file still gets everything).
+pub const QUIET_CONSOLE_FILTER: &str = "warn";
+
+/// How much of the log goes to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Console {
+    /// What the file gets (the window: stderr is for whoever started it from a terminal).
+    Full,
+    /// Warnings only, unless `RUST_LOG` says otherwise (the `hearth` CLI subcommands).
+    Quiet,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
@@ -21,9 +33,20 @@ pub enum LoggingError {
     AlreadySet,
 }
 
+/// The filters of the file and of stderr, from `RUST_LOG` (which then rules both) or the defaults.
+fn filters(rust_log: Option<&str>, console: Console) -> (EnvFilter, EnvFilter) {
+    match rust_log {
+        Some(spec) => (EnvFilter::new(spec), EnvFilter::new(spec)),
+        None => {
+            let console_spec = if console == Console::Quiet { QUIET_CONSOLE_FILTER } else { DEFAULT_FILTER };
+            (EnvFilter::new(DEFAULT_FILTER), EnvFilter::new(console_spec))
+        }
+    }
+}
+
 /// Install the global subscriber. Keep the returned guard alive for the program's lifetime: dropping
 /// it flushes and closes the file writer.
-pub fn init(log_dir: &Path) -> Result<WorkerGuard, LoggingError> {
+pub fn init(log_dir: &Path, console: Console) -> Result<WorkerGuard, LoggingError> {
     let appender = Builder::new()
         .rotation(Rotation::DAILY)
         .filename_prefix(LOG_FILE_PREFIX)
@@ -34,11 +57,11 @@ pub fn init(log_dir: &Path) -> Result<WorkerGuard, LoggingError> {
             detail: e.to_string(),
         })?;
     let (file_writer, guard) = tracing_appender::non_blocking(appender);
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let rust_log = std::env::var(EnvFilter::DEFAULT_ENV).ok().filter(|v| !v.trim().is_empty());
+    let (file_filter, console_filter) = filters(rust_log.as_deref(), console);
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt::layer().with_writer(std::io::stderr))
-        .with(fmt::layer().with_ansi(false).with_writer(file_writer))
+        .with(fmt::layer().with_writer(std::io::stderr).with_filter(console_filter))
+        .with(fmt::layer().with_ansi(false).with_writer(file_writer).with_filter(file_filter))
         .try_init()
         .map_err(|_| LoggingError::AlreadySet)?;
     Ok(guard)
@@ -51,7 +74,7 @@ mod tests {
     #[test]
     fn writes_to_a_file_in_the_log_folder() {
         let tmp = tempfile::tempdir().unwrap();
-        let guard = init(tmp.path()).unwrap();
+        let guard = init(tmp.path(), Console::Quiet).unwrap();
         tracing::warn!(target: "hearth_core", "log-line-marker-7731");
         drop(guard); // flush
         let mut found = false;
@@ -61,6 +84,17 @@ mod tests {
             found |= std::fs::read_to_string(entry.path()).unwrap().contains("log-line-marker-7731");
         }
         assert!(found, "log line not written to the log file");
-        assert!(matches!(init(tmp.path()), Err(LoggingError::AlreadySet)));
+        assert!(matches!(init(tmp.path(), Console::Full), Err(LoggingError::AlreadySet)));
+    }
+
+    #[test]
+    fn a_quiet_console_keeps_warnings_and_the_file_keeps_everything_unless_rust_log_rules() {
+        let (file, console) = filters(None, Console::Quiet);
+        assert_eq!(file.to_string(), EnvFilter::new(DEFAULT_FILTER).to_string());
+        assert_eq!(console.to_string(), "warn");
+        let (_, console) = filters(None, Console::Full);
+        assert_eq!(console.to_string(), EnvFilter::new(DEFAULT_FILTER).to_string());
+        let (file, console) = filters(Some("debug"), Console::Quiet);
+        assert_eq!((file.to_string(), console.to_string()), ("debug".into(), "debug".into()));
     }
 }
