@@ -63,9 +63,9 @@ pub fn prepare(name: &str, bytes: &[u8]) -> Result<PreparedImage, ImageError> {
         return Err(ImageError::UnknownFormat { name: name.into() });
     }
     let corrupt = |e: image::ImageError| ImageError::Corrupt { name: name.into(), detail: e.to_string() };
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
-    reader.limits(limits());
-    let (width, height) = reader.into_dimensions().map_err(corrupt)?;
+    // The header alone, read without the per-side limit: a claimed size above it must be named
+    // as what it is ("… pixels"), not as a decoding failure. Nothing is allocated for pixels here.
+    let (width, height) = ImageReader::with_format(Cursor::new(bytes), format).into_dimensions().map_err(corrupt)?;
     if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
         return Err(ImageError::TooManyPixels { name: name.into(), width, height });
     }
@@ -149,6 +149,15 @@ mod tests {
         bytes[29..33].copy_from_slice(&crc.to_be_bytes());
         let e = prepare("bomb.png", &bytes).unwrap_err();
         assert!(matches!(e, ImageError::TooManyPixels { width: 20_000, height: 20_000, .. }), "{e}");
+    }
+
+    #[test]
+    fn a_png_claiming_100000_by_100000_is_named_by_its_size_not_as_undecodable() {
+        // Beyond the decoder's per-side limit too: the header is read without it.
+        let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/images/claims-100000x100000.png"));
+        let e = prepare("claims.png", bytes).unwrap_err();
+        assert_eq!(e, ImageError::TooManyPixels { name: "claims.png".into(), width: 100_000, height: 100_000 });
+        assert!(e.to_string().starts_with("claims.png is 100000×100000 pixels; images up to"), "{e}");
     }
 
     #[test]
