@@ -37,7 +37,9 @@ try {
     poll();
   });
   const rendered = await app.browser.execute(() => document.querySelectorAll('[data-testid="message"]').length);
-  const frames = await app.browser.executeAsync((steps, done) => {
+  // Two passes from the end to the top: the first meets every message for the first time, the
+  // second meets them again (finished replies' HTML is remembered).
+  const scrollPass = () => app.browser.executeAsync((steps, done) => {
     const el = document.querySelector('[data-testid="conversation-view"] .scroll');
     const gaps = [];
     let last = performance.now();
@@ -51,6 +53,8 @@ try {
     };
     requestAnimationFrame(tick);
   }, SCROLL_STEPS);
+  const frames = await scrollPass();
+  const framesAgain = await scrollPass();
 
   // A new turn with the built-in scripted model: send → first text of the reply on screen.
   const input = await app.browser.$('[data-testid="composer-input"]');
@@ -74,7 +78,8 @@ try {
 
   console.log(`UI render benchmark (${MESSAGES} stored messages, virtualized: ${rendered} in the page at first)`);
   console.log(`  open conversation → first paint: ${firstPaint.toFixed(0)} ms`);
-  console.log(`  frame interval while scrolling: ${stats(frames)} (budget 16.7 ms at 60 Hz)`);
+  console.log(`  frame interval while scrolling, first pass: ${stats(frames)} (budget 16.7 ms at 60 Hz)`);
+  console.log(`  frame interval while scrolling, second pass: ${stats(framesAgain)}`);
   console.log(`  send → first streamed text on screen (first turn, includes the runtime's start): ${latency.toFixed(0)} ms`);
 } finally {
   await stopApp(app);

@@ -52,7 +52,11 @@ describe("a conversation in the real window", () => {
     await input.setValue("Read marker.txt");
     await app.browser.keys("Enter");
     await until(async () => (await lastStatus(app.browser)) === "done", "the reply to finish", TURN_MS);
-    assert.equal((await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1), "PROJECT_4711");
+    // The runtime may end the turn a moment before the reply's last text lands (it then arrives
+    // with the stored message): wait for what the user reads, not for the first "done".
+    const replyText = async () => (await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1);
+    await until(async () => (await replyText()) !== "", "the reply's text", 10_000);
+    assert.equal(await replyText(), "PROJECT_4711");
     const reply = await lastAssistant();
     const card = await reply.$('[data-testid="tool-card"]');
     assert.equal(await card.getAttribute("data-tool"), "read");

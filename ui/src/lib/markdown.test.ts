@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MAX_MARKDOWN_CHARS, renderMarkdown } from "./markdown";
+import { cachedReplies, MAX_CACHED_CHARS, MAX_CACHED_REPLIES, MAX_MARKDOWN_CHARS, renderFinishedMarkdown, renderMarkdown } from "./markdown";
 
 describe("renderMarkdown", () => {
   it("renders GitHub-flavoured Markdown with highlighted code", () => {
@@ -24,5 +24,16 @@ describe("renderMarkdown", () => {
   it("shows huge replies as plain text", () => {
     const html = renderMarkdown("*".repeat(MAX_MARKDOWN_CHARS + 1));
     expect(html.startsWith('<pre class="plain">')).toBe(true);
+  });
+
+  it("remembers finished replies, boundedly, and gives the same HTML", () => {
+    const src = "**done** `x`";
+    expect(renderFinishedMarkdown(src)).toBe(renderMarkdown(src));
+    expect(renderFinishedMarkdown(src)).toBe(renderMarkdown(src));
+    for (let i = 0; i < MAX_CACHED_REPLIES + 10; i++) renderFinishedMarkdown(`reply ${i}`);
+    expect(cachedReplies()).toBe(MAX_CACHED_REPLIES);
+    const before = cachedReplies();
+    renderFinishedMarkdown("y".repeat(MAX_CACHED_CHARS + 1));
+    expect(cachedReplies()).toBe(before);
   });
 });

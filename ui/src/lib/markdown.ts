@@ -32,3 +32,29 @@ export function renderMarkdown(source: string): string {
   const html = marked.parse(source, { async: false }) as string;
   return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "input"], FORBID_ATTR: ["style"] });
 }
+
+/** Finished replies whose HTML is kept: a virtualized list mounts a reply again each time it scrolls
+ * back into view, and parsing plus highlighting is most of that cost. */
+export const MAX_CACHED_REPLIES = 500;
+/** Longer replies are rendered each time rather than held in memory. */
+export const MAX_CACHED_CHARS = 64 * 1024;
+const cache = new Map<string, string>();
+
+/** `renderMarkdown` for a reply that no longer changes, remembered (least recently used goes first). */
+export function renderFinishedMarkdown(source: string): string {
+  const hit = cache.get(source);
+  if (hit !== undefined) {
+    cache.delete(source);
+    cache.set(source, hit);
+    return hit;
+  }
+  const html = renderMarkdown(source);
+  if (source.length <= MAX_CACHED_CHARS) {
+    cache.set(source, html);
+    if (cache.size > MAX_CACHED_REPLIES) cache.delete(cache.keys().next().value!);
+  }
+  return html;
+}
+
+/** How many replies are remembered (for tests). */
+export const cachedReplies = () => cache.size;
