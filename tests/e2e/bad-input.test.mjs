@@ -32,33 +32,38 @@ describe("bad input in the real window", () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  const paste = (name, type, size, fill) =>
-    app.browser.execute((n, t, sz, f) => {
-      const file = new File([new Uint8Array(sz).fill(f)], n, { type: t });
+  /** Paste a file into the composer: `bytes` is base64, or a size filled with one byte value. */
+  const paste = (name, type, bytes) =>
+    app.browser.execute((n, t, b) => {
+      const data = typeof b === "string" ? Uint8Array.from(atob(b), (c) => c.charCodeAt(0)) : new Uint8Array(b.size).fill(b.fill);
       const dt = new DataTransfer();
-      dt.items.add(file);
+      dt.items.add(new File([data], n, { type: t }));
       document.querySelector('[data-testid="composer-input"]').dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
-    }, name, type, size, fill);
+    }, name, type, bytes);
+
+  /** Fill and save the Models view's new-profile form. */
+  async function addProfile(name, baseUrl, model) {
+    await click(app.browser, "nav-profiles");
+    await click(app.browser, "add-profile");
+    const form = await app.browser.$('[data-testid="profile-form"]');
+    const [nameInput, urlInput, modelInput] = await form.$$("input");
+    await nameInput.setValue(name);
+    await urlInput.setValue(baseUrl);
+    await modelInput.setValue(model);
+    await (await form.$('button[type="submit"]')).click();
+  }
 
   it("refuses a 60 MB photo and a corrupt image with a sentence", async () => {
-    await paste("huge.jpg", "image/jpeg", 60 * 1024 * 1024, 0xff);
+    await paste("huge.jpg", "image/jpeg", { size: 60 * 1024 * 1024, fill: 0xff });
     assert.match(await textOf(app.browser, "attach-error"), /huge\.jpg is larger than 20 MiB/);
-    await paste("broken.png", "image/png", 1000, 0x42);
+    await paste("broken.png", "image/png", { size: 1000, fill: 0x42 });
     await until(async () => /broken\.png is not an image Hearth can read/.test(await textOf(app.browser, "attach-error")), "the corrupt image sentence", 20_000);
   });
 
-  const pasteBytes = (name, type, b64) =>
-    app.browser.execute((n, t, data) => {
-      const file = new File([Uint8Array.from(atob(data), (c) => c.charCodeAt(0))], n, { type: t });
-      const dt = new DataTransfer();
-      dt.items.add(file);
-      document.querySelector('[data-testid="composer-input"]').dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
-    }, name, type, b64);
-
   it("refuses a PNG that claims 100000×100000 pixels and an unsupported format, decoding neither", async () => {
-    await pasteBytes("bomb.png", "image/png", BOMB_B64);
+    await paste("bomb.png", "image/png", BOMB_B64);
     await until(async () => /bomb\.png is 100000×100000 pixels; images up to \d+ megapixels can be attached/.test(await textOf(app.browser, "attach-error")), "the pixel-limit sentence", 20_000);
-    await pasteBytes("pixel.bmp", "image/bmp", BMP_B64);
+    await paste("pixel.bmp", "image/bmp", BMP_B64);
     await until(async () => /pixel\.bmp is not an image Hearth can read \(PNG, JPEG, GIF or WebP\)/.test(await textOf(app.browser, "attach-error")), "the unsupported-format sentence", 20_000);
     assert.deepEqual(await texts(app.browser, '[data-testid="staged-thumbnail"]'), [], "nothing was staged");
   });
@@ -90,14 +95,7 @@ describe("bad input in the real window", () => {
   });
 
   it("refuses a model profile with a malformed URL, and stays responsive", async () => {
-    await click(app.browser, "nav-profiles");
-    await click(app.browser, "add-profile");
-    const form = await app.browser.$('[data-testid="profile-form"]');
-    const inputs = await form.$$("input");
-    await inputs[0].setValue("Broken");
-    await inputs[1].setValue("not a url");
-    await inputs[2].setValue("m");
-    await (await form.$('button[type="submit"]')).click();
+    await addProfile("Broken", "not a url", "m");
     // The refusal renders after the save round-trip: wait for it rather than read at once.
     const alert = await until(
       async () => app.browser.execute(() => document.querySelector('[data-testid="profiles-view"] [role="alert"]')?.innerText ?? ""),
@@ -110,15 +108,8 @@ describe("bad input in the real window", () => {
   });
 
   it("says a profile's host cannot be reached when it is tested", async () => {
-    await click(app.browser, "nav-profiles");
-    await click(app.browser, "add-profile");
-    const form = await app.browser.$('[data-testid="profile-form"]');
-    const inputs = await form.$$("input");
-    await inputs[0].setValue("Offline box");
     // Port 9 (discard) on loopback: nothing listens there.
-    await inputs[1].setValue("http://127.0.0.1:9/v1");
-    await inputs[2].setValue("m");
-    await (await form.$('button[type="submit"]')).click();
+    await addProfile("Offline box", "http://127.0.0.1:9/v1", "m");
     const card = await until(async () => {
       for (const c of await app.browser.$$('[data-testid="profile-card"]')) if ((await c.getText()).includes("Offline box")) return c;
       return null;
