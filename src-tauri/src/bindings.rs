@@ -4,7 +4,7 @@
 use tauri_specta::{collect_commands, collect_events, Builder};
 
 use crate::commands::{conversations, diagnostics, dialogs, profiles, projects, runtime, tools};
-use crate::events;
+use crate::window_updates;
 
 /// Where the generated bindings live, relative to this crate.
 pub const BINDINGS_PATH: &str = "../ui/src/lib/bindings.ts";
@@ -59,7 +59,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             diagnostics::export_report,
             dialogs::pick_paths,
         ])
-        .events(collect_events![events::ConversationUpdate])
+        .events(collect_events![window_updates::ConversationUpdated])
 }
 
 /// The bindings file's text as the current Rust code defines it.

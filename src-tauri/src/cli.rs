@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use hearth_core::{doctor, paths::AppPaths};
+use hearth_core::binaries::doctor;
+use hearth_core::host::paths::AppPaths;
 
 const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--json] | mcp-fixture]
   (no arguments)  open the app window
@@ -24,7 +25,7 @@ pub fn run(args: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> 
     Some(match cmd.as_str() {
         "doctor" => doctor_cmd(rest, paths, resource_dir),
         "selftest" => selftest_cmd(rest, paths, resource_dir),
-        "mcp-fixture" => match block_on(hearth_core::gateway::fixture::run_fixture_stdio()) {
+        "mcp-fixture" => match block_on(hearth_core::toolbox::gateway::fixture::run_fixture_stdio()) {
             Some(Ok(())) => 0,
             Some(Err(e)) => {
                 eprintln!("hearth: the fixture MCP server failed: {e}");
@@ -80,7 +81,7 @@ fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) ->
 }
 
 fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {
-    use hearth_core::app::runtime_setup::locate_binaries;
+    use hearth_core::app::runtime_config::locate_binaries;
     use hearth_core::diagnostics::selftest::{run_selftest, SelftestOptions};
     use hearth_core::diagnostics::ProgressSink;
 

@@ -4,14 +4,14 @@
 pub mod bindings;
 pub(crate) mod cli;
 mod commands;
-mod events;
+mod window_updates;
 mod state;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use hearth_core::app::{Hearth, HearthOptions};
-use hearth_core::{instance, logging, paths::AppPaths};
+use hearth_core::host::{logging, paths::AppPaths, single_instance as instance};
 
 /// Entry point of the `hearth` binary: a CLI subcommand when one is given, else the window.
 pub fn main_entry() -> i32 {
@@ -106,7 +106,7 @@ fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: O
                 registry: Default::default(),
                 runtime: Default::default(),
             };
-            let events = Arc::new(events::WindowEvents(app.handle().clone()));
+            let events = Arc::new(window_updates::WindowUpdates(app.handle().clone()));
             let hearth = tauri::async_runtime::block_on(Hearth::open(options, events))?;
             tauri::Manager::manage(app, state::AppState { paths, resource_dir, hearth });
             Ok(())

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hearth_core::app::runtime_setup::BinaryInputs;
+use hearth_core::app::runtime_config::BinaryInputs;
 use hearth_core::app::Hearth;
-use hearth_core::doctor::DoctorInputs;
-use hearth_core::opencode::locate::LocateInputs;
-use hearth_core::paths::AppPaths;
-use hearth_core::ripgrep::RgInputs;
+use hearth_core::binaries::doctor::DoctorInputs;
+use hearth_core::binaries::opencode::LocateInputs;
+use hearth_core::host::paths::AppPaths;
+use hearth_core::binaries::ripgrep::RgInputs;
 
 pub struct AppState {
     pub paths: AppPaths,

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use hearth_core::gateway::*;
+use hearth_core::toolbox::gateway::*;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

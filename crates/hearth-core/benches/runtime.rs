@@ -14,9 +14,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_core::opencode::events::EventHub;
+use hearth_core::opencode::event_hub::EventHub;
 use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
-use hearth_core::procinfo::{self, TreeRss};
+use hearth_core::host::procinfo::{self, TreeRss};
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::space::{resolve_local, ExecutionSpace};

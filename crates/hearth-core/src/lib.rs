@@ -1,23 +1,28 @@
 //! Hearth's domain. Nothing here imports Tauri: every part is tested headless and driven by the
 //! desktop shell (`src-tauri`) and the `hearth` CLI alike.
+//!
+//! The parts, from the user's action down to the machine:
+//! - [`app`]: one object behind every user action (the window and the CLI adapt it);
+//! - [`store`]: projects, conversations, messages, settings, and the secrets kept beside them;
+//! - [`runtime`]: the runtime contract, and the registry and manager that share one runtime process;
+//! - [`opencode`]: the OpenCode runtime family (launch, HTTP client, event stream, runs);
+//! - [`toolbox`]: what a run may reach beyond its runtime's own tools (the MCP gateway, skills);
+//! - [`knowledge`]: the SQLite knowledge base the gateway searches;
+//! - [`images`], [`space`]: image intake, and where a project's files live;
+//! - [`diagnostics`], [`scripted_model`]: the self-test and the built-in model it runs against;
+//! - [`binaries`]: the programs Hearth finds and checks (the runtime, ripgrep, the doctor);
+//! - [`host`]: the machine itself: child processes, process info, paths, logging, one Hearth per
+//!   data folder.
 
 pub mod app;
-pub mod child;
+pub mod binaries;
 pub mod diagnostics;
-pub mod doctor;
-pub mod executable;
-pub mod gateway;
+pub mod host;
 pub mod images;
-pub mod instance;
 pub mod knowledge;
-pub mod logging;
 pub mod opencode;
-pub mod paths;
-pub mod procinfo;
-pub mod ripgrep;
 pub mod runtime;
 pub mod scripted_model;
-pub mod secrets;
-pub mod skills;
 pub mod space;
 pub mod store;
+pub mod toolbox;

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
-use hearth_core::app::runtime_setup::BinaryInputs;
+use hearth_core::app::runtime_config::BinaryInputs;
 use hearth_core::app::*;
-use hearth_core::opencode::locate::LocateInputs;
-use hearth_core::paths::AppPaths;
-use hearth_core::ripgrep::RgInputs;
+use hearth_core::binaries::opencode::LocateInputs;
+use hearth_core::host::paths::AppPaths;
+use hearth_core::binaries::ripgrep::RgInputs;
 use hearth_core::runtime::RegistryConfig;
 use hearth_core::scripted_model::HoldRule;
 use hearth_core::store::{Message, MessageStatus};
@@ -19,10 +19,10 @@ use hearth_core::store::{Message, MessageStatus};
 const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Default)]
-struct Recorder(Mutex<Vec<ConversationEvent>>);
+struct Recorder(Mutex<Vec<ConversationUpdate>>);
 
-impl AppEvents for Recorder {
-    fn conversation(&self, event: ConversationEvent) {
+impl UpdateSink for Recorder {
+    fn conversation(&self, event: ConversationUpdate) {
         self.0.lock().unwrap().push(event);
     }
 }
@@ -38,7 +38,7 @@ impl Recorder {
                 .iter()
                 .filter(|e| e.conversation_id == conversation)
                 .filter_map(|e| match &e.kind {
-                    ConversationEventKind::TurnFinished { message } => Some(message.clone()),
+                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
                     _ => None,
                 })
                 .collect();
@@ -97,7 +97,7 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
         .unwrap()
         .iter()
         .filter_map(|e| match &e.kind {
-            ConversationEventKind::Runtime { event: hearth_core::runtime::RuntimeEvent::TextDelta { text }, .. } => Some(text.clone()),
+            ConversationUpdateKind::Runtime { event: hearth_core::runtime::RuntimeEvent::TextDelta { text }, .. } => Some(text.clone()),
             _ => None,
         })
         .collect();
@@ -129,7 +129,7 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
     drop(hearth);
 
     // Restart: everything is as it was.
-    let reopened = Hearth::open(options(&data, locate), Arc::new(NoEvents)).await.unwrap();
+    let reopened = Hearth::open(options(&data, locate), Arc::new(NoUpdates)).await.unwrap();
     let after = reopened.store().list_messages(&conv.id).unwrap();
     assert_eq!(after, before);
     reopened.shutdown().await;

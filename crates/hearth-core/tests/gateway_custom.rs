@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use hearth_core::gateway::*;
+use hearth_core::toolbox::gateway::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -51,7 +51,7 @@ fn grant_for(gw: &Gateway, request: &str, session: &str, servers: &[&str]) -> Ca
     t
 }
 
-use hearth_core::procinfo::is_running as alive;
+use hearth_core::host::procinfo::is_running as alive;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_tools_are_proxied_only_under_a_grant_that_names_the_server() {

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use hearth_core::gateway::*;
+use hearth_core::toolbox::gateway::*;
 use hearth_core::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
-use hearth_core::skills;
+use hearth_core::toolbox::skills;
 use hearth_core::space::{resolve_local, ExecutionSpace};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

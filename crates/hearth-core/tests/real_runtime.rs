@@ -1,11 +1,12 @@
 //! Against the real runtime binary installed by `npm ci` (the pinned `opencode-ai` package).
 //! In CI a missing binary FAILS this test; on a developer machine it says so loudly and returns.
 
-use hearth_core::doctor::{self, BinaryCheck, DoctorInputs};
-use hearth_core::executable::Source;
-use hearth_core::opencode::{locate::LocateInputs, PINNED_VERSION};
-use hearth_core::paths::AppPaths;
-use hearth_core::ripgrep::RgInputs;
+use hearth_core::binaries::doctor::{self, BinaryCheck, DoctorInputs};
+use hearth_core::binaries::executable::Source;
+use hearth_core::binaries::opencode::LocateInputs;
+use hearth_core::opencode::PINNED_VERSION;
+use hearth_core::host::paths::AppPaths;
+use hearth_core::binaries::ripgrep::RgInputs;
 
 fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()

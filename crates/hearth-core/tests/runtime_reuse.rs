@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt;
-use hearth_core::gateway::*;
+use hearth_core::toolbox::gateway::*;
 use hearth_core::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
-use hearth_core::skills;
+use hearth_core::toolbox::skills;
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::space::resolve_local;

@@ -8,7 +8,7 @@ use crate::state::AppState;
 
 type R<T> = Result<T, CommandError>;
 
-/// Store the message, start the reply (streamed as `ConversationUpdate` events), return the message.
+/// Store the message, start the reply (streamed as `ConversationUpdated` events), return the message.
 #[tauri::command]
 #[specta::specta]
 pub async fn send_message(state: State<'_, AppState>, conversation_id: String, text: String, attachment_ids: Vec<String>) -> R<Message> {

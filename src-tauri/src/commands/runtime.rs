@@ -1,4 +1,4 @@
-use hearth_core::doctor::{self, RuntimeReport};
+use hearth_core::binaries::doctor::{self, RuntimeReport};
 
 use super::CommandError;
 use crate::state::AppState;

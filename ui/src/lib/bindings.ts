@@ -20,7 +20,7 @@ export const commands = {
 	renameConversation: (id: string, title: string) => typedError<null, CommandError>(__TAURI_INVOKE("rename_conversation", { id, title })),
 	deleteConversation: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("delete_conversation", { id })),
 	listMessages: (conversationId: string) => typedError<Message[], CommandError>(__TAURI_INVOKE("list_messages", { conversationId })),
-	/**  Store the message, start the reply (streamed as `ConversationUpdate` events), return the message. */
+	/**  Store the message, start the reply (streamed as `ConversationUpdated` events), return the message. */
 	sendMessage: (conversationId: string, text: string, attachmentIds: string[]) => typedError<Message, CommandError>(__TAURI_INVOKE("send_message", { conversationId, text, attachmentIds })),
 	cancelTurn: (conversationId: string) => typedError<null, CommandError>(__TAURI_INVOKE("cancel_turn", { conversationId })),
 	compactConversation: (conversationId: string) => typedError<CompactOutcome, CommandError>(__TAURI_INVOKE("compact_conversation", { conversationId })),
@@ -69,7 +69,7 @@ export const commands = {
 
 /** Events */
 export const events = {
-	conversationUpdate: makeEvent<ConversationUpdate, ConversationUpdate>("conversation-update"),
+	conversationUpdated: makeEvent<ConversationUpdated, ConversationUpdated>("conversation-updated"),
 };
 
 /* Types */
@@ -150,12 +150,12 @@ export type Conversation = {
 };
 
 /**  One change to one conversation. */
-export type ConversationEvent = {
+export type ConversationUpdate = {
 	conversationId: string,
-	kind: ConversationEventKind,
+	kind: ConversationUpdateKind,
 };
 
-export type ConversationEventKind = 
+export type ConversationUpdateKind = 
 /**  A message was stored or changed as a whole (the user's message before sending; the reply). */
 { type: "messageStored"; message: Message } | 
 /**  A streamed runtime event of the reply `message_id`. */
@@ -164,7 +164,7 @@ export type ConversationEventKind =
 { type: "turnFinished"; message: Message };
 
 /**  A change to one conversation (a stored message, a streamed runtime event, a finished turn). */
-export type ConversationUpdate = ConversationEvent;
+export type ConversationUpdated = ConversationUpdate;
 
 export type CustomServerStatus = {
 	id: string,

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { ConversationEvent, Message } from "./bindings";
+import type { ConversationUpdate, Message } from "./bindings";
 import { contextTokens, initialState, isBusy, reduce } from "./conversation";
 
 const reply = (over: Partial<Message> = {}): Message => ({
   id: "r1", conversationId: "c1", role: "assistant", text: "", status: "streaming", error: null,
   createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, ...over,
 });
-const ev = (kind: ConversationEvent["kind"]): ConversationEvent => ({ conversationId: "c1", kind });
+const ev = (kind: ConversationUpdate["kind"]): ConversationUpdate => ({ conversationId: "c1", kind });
 const rt = (event: any) => ev({ type: "runtime", messageId: "r1", event });
 
 describe("conversation reducer", () => {

@@ -1,6 +1,6 @@
 // The conversation view's state: the stored messages, kept current by the backend's events while a
 // turn streams. Pure functions, so the streaming logic is unit-tested without a window.
-import type { ConversationEvent, Message, RuntimeEvent } from "./bindings";
+import type { ConversationUpdate, Message, RuntimeEvent } from "./bindings";
 
 export interface PendingPermission {
   messageId: string;
@@ -52,7 +52,7 @@ function applyRuntime(m: Message, ev: RuntimeEvent): Message {
 }
 
 /** Apply one backend event. Events of other conversations are the caller's to filter. */
-export function reduce(state: ConversationState, event: ConversationEvent): ConversationState {
+export function reduce(state: ConversationState, event: ConversationUpdate): ConversationState {
   const k = event.kind;
   switch (k.type) {
     case "messageStored":

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use hearth_core::executable::ProbeEnv;
+use hearth_core::binaries::executable::ProbeEnv;
 use hearth_core::opencode::client::Client;
-use hearth_core::opencode::events::{EventHub, HubEvent};
-use hearth_core::opencode::locate::{self, LocateInputs};
+use hearth_core::opencode::event_hub::{EventHub, HubEvent};
+use hearth_core::binaries::opencode::{self as locate, LocateInputs};
 use hearth_core::opencode::BIN_ENV;
-use hearth_core::procinfo::TreeRss;
-use hearth_core::ripgrep::{self, RgInputs};
+use hearth_core::host::procinfo::TreeRss;
+use hearth_core::binaries::ripgrep::{self, RgInputs};
 use hearth_core::runtime::{AgentRuntime, RunRequest, RuntimeEvent, WorkMode, WorkspaceRuntime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{ConversationEvent, ConversationEventKind};
-use super::{blocking, AppError, AppResult, Hearth, Turn};
+use super::updates::{ConversationUpdate, ConversationUpdateKind};
+use super::{blocking, AppError, AppResult, Hearth, RunningTurn};
 use crate::images::PreparedImage;
 use crate::runtime::*;
 use crate::space;
 use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
 
 impl Hearth {
-    fn emit(&self, conversation_id: &str, kind: ConversationEventKind) {
-        self.events.conversation(ConversationEvent { conversation_id: conversation_id.into(), kind });
+    fn emit(&self, conversation_id: &str, kind: ConversationUpdateKind) {
+        self.updates.conversation(ConversationUpdate { conversation_id: conversation_id.into(), kind });
     }
 
     /// Send a message: store it, start the reply, return the stored user message at once. The reply
@@ -54,8 +54,8 @@ impl Hearth {
             Ok((user, reply))
         })
         .await?;
-        self.emit(conversation_id, ConversationEventKind::MessageStored { message: user.clone() });
-        self.emit(conversation_id, ConversationEventKind::MessageStored { message: reply.clone() });
+        self.emit(conversation_id, ConversationUpdateKind::MessageStored { message: user.clone() });
+        self.emit(conversation_id, ConversationUpdateKind::MessageStored { message: reply.clone() });
 
         let cancel = CancellationToken::new();
         {
@@ -63,7 +63,7 @@ impl Hearth {
             if turns.contains_key(conversation_id) {
                 return Err(AppError::Busy);
             }
-            turns.insert(conversation_id.into(), Turn { cancel: cancel.clone() });
+            turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone() });
         }
         let request_id = uuid::Uuid::new_v4().to_string();
         if let Err(e) = self.grant_for(&request_id, &conversation.library_ids).await {
@@ -87,7 +87,7 @@ impl Hearth {
             me.turns.lock().unwrap().remove(&cid);
             let rid = reply_id.clone();
             if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {
-                me.emit(&cid, ConversationEventKind::TurnFinished { message });
+                me.emit(&cid, ConversationUpdateKind::TurnFinished { message });
             }
         });
         Ok(user)
@@ -126,7 +126,7 @@ impl Hearth {
                 tracing::warn!(error = %e, "could not store a reply event");
             }
             let terminal = event.is_terminal();
-            self.emit(&cid, ConversationEventKind::Runtime { message_id: reply_id.into(), event });
+            self.emit(&cid, ConversationUpdateKind::Runtime { message_id: reply_id.into(), event });
             if terminal {
                 break;
             }

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AppError, AppResult, Hearth};
 use crate::diagnostics::selftest::{self, SelftestOptions, SelftestReport};
 use crate::diagnostics::ProgressSink;
-use crate::gateway::CustomServerStatus;
+use crate::toolbox::gateway::CustomServerStatus;
 use crate::runtime::RegisteredRuntimeStatus;
 
 /// Bytes of the newest log file shown in the panel.
@@ -55,7 +55,7 @@ impl Hearth {
         let memory = runtimes
             .iter()
             .filter_map(|r| r.runtime.pid)
-            .filter_map(|pid| crate::procinfo::tree_rss(pid).ok().map(|t| RuntimeMemory { pid, rss_bytes: t.bytes, processes: t.processes }))
+            .filter_map(|pid| crate::host::procinfo::tree_rss(pid).ok().map(|t| RuntimeMemory { pid, rss_bytes: t.bytes, processes: t.processes }))
             .collect();
         let log_dir = self.paths.log_dir.clone();
         let log_tail = tokio::task::spawn_blocking(move || newest_log_tail(&log_dir)).await.unwrap_or_default();
@@ -138,9 +138,9 @@ fn newest_log_tail(dir: &std::path::Path) -> String {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(crate::logging::LOG_FILE_PREFIX))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(crate::host::logging::LOG_FILE_PREFIX))
         .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
     let Some(entry) = newest else { return String::new() };
     let bytes = std::fs::read(entry.path()).unwrap_or_default();
-    crate::executable::tail(&bytes, LOG_TAIL_BYTES)
+    crate::binaries::executable::tail(&bytes, LOG_TAIL_BYTES)
 }

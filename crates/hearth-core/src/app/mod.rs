@@ -8,8 +8,8 @@ mod profiles;
 pub mod tools;
 mod conversations;
 pub mod diagnostics;
-pub mod events;
-pub mod runtime_setup;
+pub mod runtime_config;
+pub mod updates;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,12 +20,12 @@ use tokio_util::sync::CancellationToken;
 pub use attachments::StagedAttachment;
 pub use conversations::DEFAULT_CONVERSATION_TITLE;
 pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
-pub use events::{AppEvents, ConversationEvent, ConversationEventKind, NoEvents};
-use runtime_setup::{BinaryInputs, Binaries, BuiltinModel, SetupError};
+pub use updates::{UpdateSink, ConversationUpdate, ConversationUpdateKind, NoUpdates};
+use runtime_config::{BinaryInputs, Binaries, BuiltinModel, SetupError};
 
 use crate::images::PreparedImage;
 use crate::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
-use crate::paths::AppPaths;
+use crate::host::paths::AppPaths;
 use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Store, StoreError};
@@ -74,15 +74,15 @@ pub struct HearthOptions {
     pub runtime: RuntimeOptions,
 }
 
-/// A running turn of one conversation.
-struct Turn {
+/// A turn running in one conversation: what stops it.
+struct RunningTurn {
     cancel: CancellationToken,
 }
 
 pub struct Hearth {
     paths: AppPaths,
     store: Store,
-    events: Arc<dyn AppEvents>,
+    updates: Arc<dyn UpdateSink>,
     binary_inputs: BinaryInputs,
     binaries: tokio::sync::Mutex<Option<Binaries>>,
     builtin: BuiltinModel,
@@ -90,7 +90,7 @@ pub struct Hearth {
     manager: SelectedRuntimeManager,
     configs: Arc<Mutex<HashMap<RuntimeKey, crate::opencode::config::RuntimeConfig>>>,
     owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>>,
-    turns: Mutex<HashMap<String, Turn>>,
+    turns: Mutex<HashMap<String, RunningTurn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
     tools: tools::Tools,
     selftest: diagnostics::SelftestSlot,
@@ -105,7 +105,7 @@ pub(crate) async fn blocking<T: Send + 'static>(store: &Store, f: impl FnOnce(&S
 impl Hearth {
     /// Open the store (recovering turns a crash interrupted) and sweep runtimes an earlier Hearth
     /// left behind. The runtime itself starts on first use.
-    pub async fn open(options: HearthOptions, events: Arc<dyn AppEvents>) -> AppResult<Arc<Self>> {
+    pub async fn open(options: HearthOptions, updates: Arc<dyn UpdateSink>) -> AppResult<Arc<Self>> {
         let data = options.paths.data_dir.clone();
         let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data))
             .await
@@ -115,7 +115,7 @@ impl Hearth {
             tracing::warn!(recovered, "marked replies interrupted by an earlier exit");
         }
         let records = options.paths.data_dir.join("runtime").join("records");
-        let swept = crate::opencode::records::sweep(&records).await;
+        let swept = crate::host::records::sweep(&records).await;
         if !swept.stopped.is_empty() {
             tracing::warn!(stopped = ?swept.stopped, "stopped runtimes left behind by an earlier Hearth");
         }
@@ -155,7 +155,7 @@ impl Hearth {
         let hearth = Arc::new(Self {
             paths: options.paths,
             store,
-            events,
+            updates,
             binary_inputs: options.binaries,
             binaries: tokio::sync::Mutex::new(None),
             builtin: BuiltinModel::default(),
@@ -196,7 +196,7 @@ impl Hearth {
         if let Some(b) = guard.as_ref() {
             return Ok(b.clone());
         }
-        let found = runtime_setup::locate_binaries(&self.binary_inputs).await?;
+        let found = runtime_config::locate_binaries(&self.binary_inputs).await?;
         *guard = Some(found.clone());
         Ok(found)
     }
@@ -209,7 +209,7 @@ impl Hearth {
     /// The facade for `space` under the current configuration, and the process owner behind it.
     pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<(Arc<WorkspaceRuntime>, Arc<OpenCodeRuntime>)> {
         let binaries = self.binaries().await?;
-        let mut config = runtime_setup::runtime_config(&self.store, &binaries, &self.builtin).await?;
+        let mut config = runtime_config::runtime_config(&self.store, &binaries, &self.builtin).await?;
         self.tools.configure(&mut config);
         let key = config.key();
         self.configs.lock().unwrap().insert(key.clone(), config);

@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
-use crate::gateway::{
+use crate::toolbox::gateway::{
     self, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, DEFAULT_GRANT_TTL,
     GATEWAY_MCP_NAME,
 };
 use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
 use crate::opencode::config::RuntimeConfig;
 use crate::runtime::OPENCODE_FAMILY;
-use crate::skills::{self, SkillPackage};
+use crate::toolbox::skills::{self, SkillPackage};
 use crate::store::{McpServer, McpServerInput, Store};
 
 /// Search hits shown in the knowledge view.

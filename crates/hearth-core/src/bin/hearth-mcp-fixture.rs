@@ -1,6 +1,6 @@
-//! A stdio MCP server for tests and the self-test: see `hearth_core::gateway::fixture`.
+//! A stdio MCP server for tests and the self-test: see `hearth_core::toolbox::gateway::fixture`.
 
-use hearth_core::gateway::fixture::{run_fixture, FixtureMode};
+use hearth_core::toolbox::gateway::fixture::{run_fixture, FixtureMode};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

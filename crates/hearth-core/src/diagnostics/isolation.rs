@@ -191,7 +191,7 @@ async fn run(
     };
     progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
     rt.dispose().await;
-    let stopped = pid.is_none_or(|pid| !crate::procinfo::is_running(pid));
+    let stopped = pid.is_none_or(|pid| !crate::host::procinfo::is_running(pid));
     let sandbox_path = sandbox.path().to_path_buf();
     let removed = sandbox.remove();
     let detail = match (&removed, stopped) {

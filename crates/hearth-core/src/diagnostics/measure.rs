@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::opencode::events::{HubEvent, Subscription};
+use crate::opencode::event_hub::{HubEvent, Subscription};
 
 use super::{ms, Figure};
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{
+use crate::toolbox::gateway::{
     plugin_url, write_plugin, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
     GATEWAY_MCP_NAME,
 };
@@ -26,7 +26,7 @@ use crate::runtime::{
     OPENCODE_FAMILY,
 };
 use crate::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
-use crate::skills;
+use crate::toolbox::skills;
 use crate::space::{resolve_local, ExecutionSpace};
 
 use super::sandbox::Sandbox;
@@ -307,7 +307,7 @@ async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuild
 /// Wait up to `limit` for `pid` to be gone.
 async fn gone_within(pid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    while crate::procinfo::is_running(pid) {
+    while crate::host::procinfo::is_running(pid) {
         if Instant::now() >= deadline {
             return false;
         }

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL};
+use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL};
 use crate::opencode::runtime::SharedOpenCode;
 use crate::runtime::{
     AgentRuntime, CompactRequest, ImageInput, RegistryConfig, RunRequest, RuntimeEvent, WorkMode,
@@ -358,7 +358,7 @@ async fn verify_runtime(ctx: &Ctx, report: &mut ReportBuilder) {
         if changed.is_empty() { format!("{} markers unchanged", ctx.spaces.len()) } else { format!("changed in projects {changed:?}") },
     );
     if let Some(pid) = status.pid {
-        match crate::procinfo::tree_rss(pid) {
+        match crate::host::procinfo::tree_rss(pid) {
             Ok(rss) => {
                 report.figure(Figure::value("runtime RSS (process tree)", "bytes", rss.bytes as f64));
                 report.figure(Figure::value("runtime processes", "count", f64::from(rss.processes)));

@@ -70,7 +70,7 @@ impl Client {
             return Err(ApiError::Decode { route: route.into(), detail: format!("{} bytes is over the limit", bytes.len()) });
         }
         if !status.is_success() {
-            let body = crate::executable::tail(&bytes, 500);
+            let body = crate::binaries::executable::tail(&bytes, 500);
             return Err(ApiError::Status { route: route.into(), status: status.as_u16(), body });
         }
         if bytes.is_empty() {

@@ -81,7 +81,7 @@ impl OutputTail {
     pub fn text(&self) -> String {
         let buf = self.0.lock().unwrap();
         let bytes: Vec<u8> = buf.iter().copied().collect();
-        crate::executable::tail(&bytes, OUTPUT_TAIL_BYTES)
+        crate::binaries::executable::tail(&bytes, OUTPUT_TAIL_BYTES)
     }
 }
 
@@ -119,7 +119,7 @@ impl Server {
             // The leader is gone; children left in its group still get the kill below.
             kill_group(pgid, libc::SIGKILL);
             if let Some(dir) = &self.records_dir {
-                super::records::remove(dir, self.pid);
+                crate::host::records::remove(dir, self.pid);
             }
             return;
         }
@@ -130,7 +130,7 @@ impl Server {
         kill_group(pgid, libc::SIGKILL);
         let _ = child.wait().await;
         if let Some(dir) = &self.records_dir {
-            super::records::remove(dir, self.pid);
+            crate::host::records::remove(dir, self.pid);
         }
     }
 }
@@ -156,7 +156,7 @@ fn prepare_root(spec: &LaunchSpec) -> Result<(), LaunchError> {
     // folder and, offline, waits ~70 s per new project for that to fail; a pre-seeded folder skips it.
     if spec.config.get("plugin").and_then(|p| p.as_array()).is_some_and(|p| !p.is_empty()) {
         let dir = spec.root.join("config").join("opencode");
-        crate::gateway::preseed_plugin_dependencies(&dir).map_err(err(&dir))?;
+        crate::toolbox::gateway::preseed_plugin_dependencies(&dir).map_err(err(&dir))?;
     }
     #[cfg(unix)]
     {
@@ -184,7 +184,7 @@ fn build_command(spec: &LaunchSpec, password: &str) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::child::contain(&mut cmd);
+    crate::host::child::contain(&mut cmd);
     let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
     if let Some(rg) = &spec.rg_dir {
         path.insert(0, rg.clone());
@@ -216,12 +216,12 @@ fn random_password() -> String {
 pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
     prepare_root(spec)?;
     let password = random_password();
-    let mut child = crate::child::spawn(build_command(spec, &password))
+    let mut child = crate::host::child::spawn(build_command(spec, &password))
         .await
         .map_err(|source| LaunchError::Spawn { binary: spec.binary.clone(), source })?;
     let pid = child.id().unwrap_or_default();
     if let Some(dir) = &spec.records_dir {
-        if let Err(e) = super::records::write(dir, pid, &spec.binary) {
+        if let Err(e) = crate::host::records::write(dir, pid, &spec.binary) {
             tracing::warn!(error = %e, "could not record the runtime process for the start-up sweep");
         }
     }
@@ -318,7 +318,7 @@ mod tests {
         }
     }
 
-    use crate::procinfo::is_running as alive;
+    use crate::host::procinfo::is_running as alive;
 
     #[tokio::test]
     async fn parses_the_url_and_gives_a_clean_private_environment() {

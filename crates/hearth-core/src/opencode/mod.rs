@@ -1,12 +1,10 @@
-//! The embedded OpenCode agent server: locating the pinned binary (this module), and later launching,
-//! supervising and talking to it.
+//! The embedded OpenCode agent server: its configuration, launch, HTTP client, event stream and
+//! the runtime that runs conversations on it. Finding the binary is [`crate::binaries::opencode`].
 
 pub mod client;
 pub mod config;
-pub mod events;
+pub mod event_hub;
 pub mod launch;
-pub mod locate;
-pub mod records;
 pub mod runtime;
 pub mod turn;
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
 use super::config::RuntimeConfig;
-use super::events::{EventHub, HubEvent, Subscription};
+use super::event_hub::{EventHub, HubEvent, Subscription};
 use super::launch::{self, LaunchSpec, Server};
 use super::turn::{Turn, MAX_PROVIDER_RETRIES};
 use super::PINNED_VERSION;

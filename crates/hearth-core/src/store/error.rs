@@ -16,7 +16,7 @@ pub enum StoreError {
     #[error("Hearth's database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
-    Secret(#[from] crate::secrets::SecretError),
+    Secret(#[from] crate::store::secrets::SecretError),
     #[error(transparent)]
     Space(#[from] crate::space::SpaceError),
 

@@ -1,7 +1,7 @@
 //! Custom MCP servers (stdio) the user configured. Environment variable NAMES are stored here; their
 //! values are secrets (tokens, passwords) and go to the [`SecretStore`].
 //!
-//! [`SecretStore`]: crate::secrets::SecretStore
+//! [`SecretStore`]: crate::store::secrets::SecretStore
 
 use rusqlite::{params, OptionalExtension, Row};
 

@@ -28,6 +28,7 @@ mod messages;
 mod profiles;
 mod projects;
 mod schema;
+pub mod secrets;
 mod settings;
 mod streaming;
 #[cfg(test)]
@@ -39,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use crate::secrets::{FileSecretStore, SecretStore};
+use crate::store::secrets::{FileSecretStore, SecretStore};
 
 pub use bounds::*;
 pub use conversations::Conversation;

@@ -1,7 +1,7 @@
 //! Model profiles: which model a conversation talks to. The API key is kept in the [`SecretStore`]
 //! (never in the database) and the UI only ever learns whether there is one.
 //!
-//! [`SecretStore`]: crate::secrets::SecretStore
+//! [`SecretStore`]: crate::store::secrets::SecretStore
 
 use rusqlite::{params, OptionalExtension, Row};
 

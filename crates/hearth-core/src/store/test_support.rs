@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Store;
-use crate::secrets::{FileSecretStore, SecretStore};
+use crate::store::secrets::{FileSecretStore, SecretStore};
 
 pub fn secrets(dir: &Path) -> Arc<dyn SecretStore> {
     Arc::new(FileSecretStore::in_data_dir(dir).unwrap())

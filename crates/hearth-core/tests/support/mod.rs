@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hearth_core::executable::ProbeEnv;
+use hearth_core::binaries::executable::ProbeEnv;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
-use hearth_core::opencode::locate::{self, LocateInputs};
-use hearth_core::ripgrep::{self, RgInputs};
+use hearth_core::binaries::opencode::{self as locate, LocateInputs};
+use hearth_core::binaries::ripgrep::{self, RgInputs};
 use hearth_core::scripted_model::ScriptedModelServer;
 
 pub fn workspace_root() -> PathBuf {
@@ -56,7 +56,7 @@ pub fn config_for(binary: PathBuf, rg_dir: PathBuf, model: &ScriptedModelServer,
     }
 }
 
-pub use hearth_core::procinfo::is_running as alive;
+pub use hearth_core::host::procinfo::is_running as alive;
 
 /// Wait up to `secs` for `pid` to be gone.
 pub async fn gone_within(pid: u32, secs: u64) -> bool {

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::executable::ProbeEnv;
+use crate::binaries::executable::ProbeEnv;
 use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
-use crate::opencode::locate::{self, LocateInputs};
-use crate::ripgrep::{self, RgInputs};
+use crate::binaries::opencode::{self as locate, LocateInputs};
+use crate::binaries::ripgrep::{self, RgInputs};
 use crate::scripted_model::{HoldHandle, HoldRule, RequestKind, Script, ScriptedModelServer};
 use crate::store::{self, Store, BUILTIN_SCRIPTED_BASE_URL};
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::executable::{self, Candidate, ProbeEnv, ProbeError, Source, VERSION_PROBE_TIMEOUT};
+use crate::binaries::executable::{self, Candidate, ProbeEnv, ProbeError, Source, VERSION_PROBE_TIMEOUT};
 
 /// Environment variable naming `rg` explicitly.
 pub const BIN_ENV: &str = "HEARTH_RG_BIN";

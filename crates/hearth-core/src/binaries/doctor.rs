@@ -1,10 +1,10 @@
 //! The runtime doctor: one report of everything the runtime needs (its binary at the pinned version,
 //! ripgrep, the data folder), as shown by the Runtime view and logged at start-up.
 
-use crate::executable::{ProbeEnv, Source};
-use crate::opencode::{self, locate::LocateInputs};
-use crate::paths::AppPaths;
-use crate::ripgrep::{self, RgInputs};
+use crate::binaries::executable::{ProbeEnv, Source};
+use crate::binaries::opencode::{self, LocateInputs};
+use crate::host::paths::AppPaths;
+use crate::binaries::ripgrep::{self, RgInputs};
 
 /// One checked program, as the UI shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
@@ -52,7 +52,7 @@ pub struct DoctorInputs {
 pub async fn check(inputs: &DoctorInputs) -> RuntimeReport {
     let env = ProbeEnv { scratch_home: inputs.paths.probe_dir.clone() };
     let (oc, rg) = tokio::join!(
-        opencode::locate::locate(&inputs.opencode, &env),
+        opencode::locate(&inputs.opencode, &env),
         ripgrep::locate(&inputs.ripgrep, &env)
     );
     let opencode = match oc {
@@ -70,7 +70,7 @@ pub async fn check(inputs: &DoctorInputs) -> RuntimeReport {
         }
     };
     RuntimeReport {
-        pinned_version: opencode::PINNED_VERSION.into(),
+        pinned_version: crate::opencode::PINNED_VERSION.into(),
         opencode,
         ripgrep,
         data_dir: display(&inputs.paths.data_dir),
@@ -104,7 +104,7 @@ mod tests {
             other => panic!("expected a problem, got {other:?}"),
         }
         assert!(matches!(&report.ripgrep, BinaryCheck::Problem { message, .. } if message.contains("ripgrep")));
-        assert_eq!(report.pinned_version, opencode::PINNED_VERSION);
+        assert_eq!(report.pinned_version, crate::opencode::PINNED_VERSION);
     }
 
     #[test]

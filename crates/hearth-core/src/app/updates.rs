@@ -6,14 +6,14 @@ use crate::store::Message;
 /// One change to one conversation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
-pub struct ConversationEvent {
+pub struct ConversationUpdate {
     pub conversation_id: String,
-    pub kind: ConversationEventKind,
+    pub kind: ConversationUpdateKind,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, specta::Type)]
 #[serde(tag = "type", rename_all = "camelCase")]
-pub enum ConversationEventKind {
+pub enum ConversationUpdateKind {
     /// A message was stored or changed as a whole (the user's message before sending; the reply).
     #[serde(rename_all = "camelCase")]
     MessageStored { message: Message },
@@ -26,13 +26,13 @@ pub enum ConversationEventKind {
 }
 
 /// Where the app sends events: the Tauri shell in the app, a recorder in tests, nothing in the CLI.
-pub trait AppEvents: Send + Sync {
-    fn conversation(&self, event: ConversationEvent);
+pub trait UpdateSink: Send + Sync {
+    fn conversation(&self, event: ConversationUpdate);
 }
 
 /// Drops every event (headless use).
-pub struct NoEvents;
+pub struct NoUpdates;
 
-impl AppEvents for NoEvents {
-    fn conversation(&self, _: ConversationEvent) {}
+impl UpdateSink for NoUpdates {
+    fn conversation(&self, _: ConversationUpdate) {}
 }

@@ -40,7 +40,7 @@ pub struct GrantScope {
 pub struct CapabilityToken(String);
 
 impl CapabilityToken {
-    /// The token text (to hand to [`crate::gateway::Gateway::bind_session`]); never log it.
+    /// The token text (to hand to [`crate::toolbox::gateway::Gateway::bind_session`]); never log it.
     pub fn expose(&self) -> &str {
         &self.0
     }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::paths::DATA_DIR_ENV;
+use crate::host::paths::DATA_DIR_ENV;
 
 /// The lock file in the data folder; it holds the holder's pid, for humans only.
 pub const LOCK_FILE: &str = "hearth.lock";

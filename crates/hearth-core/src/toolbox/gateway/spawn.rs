@@ -1,4 +1,4 @@
-//! Starting custom MCP servers so that none outlives Hearth (see `crate::child`), with only the
+//! Starting custom MCP servers so that none outlives Hearth (see `crate::host::child`), with only the
 //! environment they need.
 
 use std::process::Stdio;
@@ -16,7 +16,7 @@ pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "U
 pub fn server_command<'a>(program: &str, args: &[String], env: impl IntoIterator<Item = (&'a str, &'a str)>) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    crate::child::contain(&mut cmd);
+    crate::host::child::contain(&mut cmd);
     for key in PASSED_ENV {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
@@ -30,7 +30,7 @@ pub fn server_command<'a>(program: &str, args: &[String], env: impl IntoIterator
 
 /// Spawn `cmd` on the long-lived launcher thread.
 pub async fn spawn(cmd: Command) -> std::io::Result<Child> {
-    crate::child::spawn(cmd).await
+    crate::host::child::spawn(cmd).await
 }
 
 /// Stop a server's whole group: SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps the child.

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{BIN_ENV, NPM_PACKAGE, PINNED_VERSION};
-use crate::executable::{self, Candidate, ProbeEnv, ProbeError, Source, VERSION_PROBE_TIMEOUT};
+use crate::opencode::{BIN_ENV, NPM_PACKAGE, PINNED_VERSION};
+use crate::binaries::executable::{self, Candidate, ProbeEnv, ProbeError, Source, VERSION_PROBE_TIMEOUT};
 
 /// File name of the runtime executable inside its platform package and in the app bundle.
 pub const BIN_NAME: &str = if cfg!(windows) { "opencode.exe" } else { "opencode" };

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::custom::{CustomServer, CALL_TIMEOUT, START_TIMEOUT};
 use super::grants::{GrantError, Grants};
-use super::knowledge::{self, KnowledgeAccess};
+use super::knowledge_tools::{self as knowledge, KnowledgeAccess};
 use super::plugin::SESSION_ARG;
 use super::record::{CallLog, ForwardedCall};
 use super::sessions::Sessions;

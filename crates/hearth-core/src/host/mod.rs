@@ -1,0 +1,10 @@
+//! The machine Hearth runs on: child processes that never outlive it, process information, the data
+//! folder's paths, logging, the one-Hearth-per-data-folder lock and the records of runtime
+//! processes swept at start-up.
+
+pub mod child;
+pub mod logging;
+pub mod paths;
+pub mod procinfo;
+pub mod records;
+pub mod single_instance;

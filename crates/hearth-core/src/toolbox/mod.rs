@@ -1,0 +1,5 @@
+//! What a run may reach beyond its runtime's own tools: the MCP gateway (the knowledge base and the
+//! user's MCP servers, each call under the grant of the request that made it) and skill packages.
+
+pub mod gateway;
+pub mod skills;
