@@ -100,12 +100,7 @@ fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: O
             guard.serve(move || bring_forward(&handle));
             // Held until the process exits: the data folder stays ours while the app runs.
             tauri::Manager::manage(app, guard);
-            let options = HearthOptions {
-                binaries: state::binary_inputs(&paths, resource_dir.clone()),
-                paths: paths.clone(),
-                registry: Default::default(),
-                runtime: Default::default(),
-            };
+            let options = HearthOptions::new(paths.clone(), state::binary_inputs(&paths, resource_dir.clone()));
             let events = Arc::new(window_updates::WindowUpdates(app.handle().clone()));
             let hearth = tauri::async_runtime::block_on(Hearth::open(options, events))?;
             tauri::Manager::manage(app, state::AppState { paths, resource_dir, hearth });

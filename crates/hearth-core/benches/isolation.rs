@@ -4,10 +4,6 @@
 //!
 //! `cargo bench -p hearth-core --bench isolation` (`HEARTH_BENCH_CORPUS_MIB` picks 0/2/8/32).
 
-#[path = "../tests/support/mod.rs"]
-mod test_support;
-#[allow(dead_code)] // shared with the runtime bench; this one uses only `locate_runtime`
-mod support;
 
 use std::process::ExitCode;
 
@@ -23,8 +19,8 @@ const GET_RATIO_GOAL: f64 = 1.5;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> ExitCode {
-    let (binary, rg_dir) = match support::locate_runtime().await {
-        Ok(found) => found,
+    let (binary, rg_dir) = match hearth_core::diagnostics::kit::locate_runtime().await {
+        Ok(found) => (found.binary, found.rg_dir),
         Err(e) => {
             eprintln!("isolation bench: {e}");
             return ExitCode::FAILURE;

@@ -6,17 +6,17 @@
 //!
 //! `cargo bench -p hearth-core --bench runtime` (set `HEARTH_OPENCODE_BIN` to use another binary).
 
-#[path = "../tests/support/mod.rs"]
-mod test_support;
 mod support;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_core::opencode::event_hub::EventHub;
-use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::diagnostics::kit;
 use hearth_core::host::procinfo::{self, TreeRss};
+use hearth_core::opencode::event_hub::EventHub;
+use hearth_core::opencode::sessions::SessionRules;
+use hearth_core::opencode::OpenCodeRuntime;
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::space::{resolve_local, ExecutionSpace};
@@ -55,14 +55,14 @@ fn main() -> ExitCode {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(WORKER_THREADS).enable_all().build().expect("tokio runtime");
     rt.block_on(async {
         let started = Instant::now();
-        let (binary, rg_dir) = match locate_runtime().await {
+        let found = match kit::locate_runtime().await {
             Ok(found) => found,
             Err(why) => {
                 eprintln!("The runtime benchmark needs the real OpenCode runtime and rg, and could not find them: {why}");
                 return ExitCode::FAILURE;
             }
         };
-        let code = match Bench::new(binary, rg_dir).await {
+        let code = match Bench::new(found).await {
             Ok(bench) => {
                 let result = bench.run().await;
                 let left = bench.teardown().await;
@@ -87,55 +87,38 @@ fn main() -> ExitCode {
 struct Bench {
     sandbox: tempfile::TempDir,
     model: ScriptedModelServer,
-    registry: Arc<LocalRuntimeRegistry>,
     manager: SelectedRuntimeManager,
     selection: RuntimeSelection,
-    runtime: Arc<OpenCodeRuntime>,
+    runtime: OpenCodeRuntime,
     /// The runtime and every descendant seen at its busiest, to prove all are gone at the end.
     seen_pids: std::sync::Mutex<Vec<u32>>,
 }
 
 impl Bench {
-    async fn new(binary: std::path::PathBuf, rg_dir: std::path::PathBuf) -> Result<Self, String> {
+    async fn new(found: kit::FoundRuntime) -> Result<Self, String> {
         let sandbox = tempfile::tempdir().map_err(|e| e.to_string())?;
         let script = Script::custom(|request| match request.kind {
             RequestKind::Agent => Reply::text(FIXED_REPLY),
             _ => default_reply(request),
         });
         let model = ScriptedModelServer::start(script).map_err(|e| e.to_string())?;
-        let config = test_support::config_for(binary, rg_dir, &model, false);
-        let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key: config.key() };
-        let runtime = OpenCodeRuntime::new(config, sandbox.path().join("runtime"));
-        // Production bounds would evict instances beyond 6 while we open 10, and a sweep could
-        // land mid-measurement: this bench measures the peak, then disposes explicitly.
-        let registry = Arc::new(LocalRuntimeRegistry::with_config(RegistryConfig {
+        let selection: RuntimeSelection = Arc::new(kit::scripted_config(&found, &model, false));
+        // The app's wiring. Production bounds would evict instances beyond 6 while we open 10, and
+        // a sweep could land mid-measurement: this bench measures the peak, then disposes explicitly.
+        let registry = RegistryConfig {
             max_warm_instances: PROJECTS,
             instance_idle_after: Duration::from_secs(3600),
             sweep_every: Duration::from_secs(3600),
             ..RegistryConfig::default()
-        }));
-        let manager = {
-            let (registry, runtime) = (registry.clone(), runtime.clone());
-            let release_registry = registry.clone();
-            SelectedRuntimeManager::new(
-                PROJECTS,
-                move |selection: RuntimeSelection, space| {
-                    let (registry, runtime) = (registry.clone(), runtime.clone());
-                    async move {
-                        registry
-                            .acquire(OPENCODE_FAMILY, selection.key, space, move || {
-                                Ok(Arc::new(SharedOpenCode(runtime)) as Arc<dyn ProcessRuntime>)
-                            })
-                            .await
-                    }
-                },
-                move |id: String| {
-                    let registry = release_registry.clone();
-                    async move { registry.release_conversation(&id).await }
-                },
-            )
         };
-        Ok(Self { sandbox, model, registry, manager, selection, runtime, seen_pids: Default::default() })
+        let manager = kit::runtimes(&sandbox.path().join("runtime"), None, registry, PROJECTS);
+        // The runtime behind every facade (made by the manager on first use).
+        let probe = sandbox.path().join("projects").join("probe");
+        std::fs::create_dir_all(&probe).map_err(|e| e.to_string())?;
+        let space = resolve_local(&probe).map_err(|e| e.to_string())?;
+        let facade = manager.get_runtime(&selection, &space).await.map_err(|e| e.to_string())?;
+        let runtime = kit::opencode_of(&facade).ok_or("the manager made no OpenCode runtime")?;
+        Ok(Self { sandbox, model, manager, selection, runtime, seen_pids: Default::default() })
     }
 
     fn project(&self, name: &str) -> Result<ExecutionSpace, String> {
@@ -150,11 +133,11 @@ impl Bench {
     }
 
     fn pid(&self) -> Result<u32, String> {
-        SharedOpenCode(self.runtime.clone()).status().pid.ok_or_else(|| "the runtime is not running".to_string())
+        self.runtime.status().pid.ok_or_else(|| "the runtime is not running".to_string())
     }
 
     fn open_instances(&self) -> usize {
-        SharedOpenCode(self.runtime.clone()).status().open_instances.len()
+        self.runtime.status().open_instances.len()
     }
 
     /// Settle, then read the runtime tree's memory (and remember its pids for the final check).
@@ -187,15 +170,15 @@ impl Bench {
         memory.push(("1 project open (after one prompt)", self.memory().await?, self.open_instances()));
 
         // --- Warm-turn latency: facade vs raw HTTP on the same project, interleaved.
-        let hub = EventHub::start(client.clone()).await?;
+        let hub = EventHub::start(client.clone()).await.map_err(|e| e.to_string())?;
         let profile = self.runtime.config().resolve_profile(None).map_err(|e| e.to_string())?;
         let body = json!({
             "parts": [{ "type": "text", "text": PROMPT }],
             "model": { "providerID": profile.provider_id(), "modelID": profile.model },
             "agent": "build",
         });
-        // The same ruleset the runtime gives its own sessions, so both paths do the same work.
-        let permission = json!([{ "permission": "external_directory", "pattern": "*", "action": "deny" }]);
+        // The same rules the runtime gives its own sessions, so both paths do the same work.
+        let permission = SessionRules { outside: OutsideProject::Deny, mode: WorkMode::Execute }.to_json();
         let dir = home.root_str();
         let session = client.create_session(dir, "Bench raw", &permission).await.map_err(|e| e.to_string())?;
         let (mut via_facade, mut via_raw, mut before_prompt) = (Vec::new(), Vec::new(), Vec::new());
@@ -302,14 +285,11 @@ impl Bench {
             }
         }
         self.manager.dispose().await;
-        self.registry.dispose().await;
-        // The registry only knows the runtime once a facade acquired it: stop it directly too.
-        SharedOpenCode(self.runtime.clone()).dispose().await;
         self.model.shutdown().await;
         let seen = self.seen_pids.lock().unwrap().clone();
         let mut left = Vec::new();
         for pid in &seen {
-            if !test_support::gone_within(*pid, STOP_WAIT_SECS).await {
+            if !kit::gone_within(*pid, Duration::from_secs(STOP_WAIT_SECS)).await {
                 left.push(*pid);
             }
         }

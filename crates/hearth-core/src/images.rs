@@ -28,6 +28,8 @@ pub enum ImageError {
     TooManyPixels { name: String, width: u32, height: u32 },
     #[error("{name} could not be decoded: {detail}")]
     Corrupt { name: String, detail: String },
+    #[error("The attachment {name} says it is {claimed} but its content is {}; it was not sent.", actual.unwrap_or("not an image Hearth can read"))]
+    Mislabelled { name: String, claimed: String, actual: Option<&'static str> },
 }
 
 /// An image ready to send: re-encoded, within the model size, with a thumbnail.
@@ -94,6 +96,20 @@ pub fn prepare(name: &str, bytes: &[u8]) -> Result<PreparedImage, ImageError> {
     })
 }
 
+/// The check at a runtime's door for an image a request carries: within the size bound, and the
+/// bytes are what the media type says. (The app's images come from [`prepare`]; the runtime contract
+/// takes any bytes, so a runtime checks again before it sends them to a model.)
+pub fn check_attachment(name: &str, media_type: &str, bytes: &[u8]) -> Result<(), ImageError> {
+    if bytes.len() > MAX_IMAGE_FILE_BYTES {
+        return Err(ImageError::TooLarge { name: name.into(), size_mib: bytes.len().div_ceil(1024 * 1024) });
+    }
+    let actual = image::guess_format(bytes).ok().map(|f| f.to_mime_type());
+    if actual != Some(media_type) {
+        return Err(ImageError::Mislabelled { name: name.into(), claimed: media_type.into(), actual });
+    }
+    Ok(())
+}
+
 fn encode(img: &DynamicImage, format: ImageFormat) -> Result<Vec<u8>, image::ImageError> {
     let mut out = Cursor::new(Vec::new());
     let img = if format == ImageFormat::Jpeg { DynamicImage::ImageRgb8(img.to_rgb8()) } else { img.clone() };
@@ -158,6 +174,16 @@ mod tests {
         let e = prepare("claims.png", bytes).unwrap_err();
         assert_eq!(e, ImageError::TooManyPixels { name: "claims.png".into(), width: 100_000, height: 100_000 });
         assert!(e.to_string().starts_with("claims.png is 100000×100000 pixels; images up to"), "{e}");
+    }
+
+    #[test]
+    fn an_attachment_must_be_what_its_media_type_says() {
+        let ok = png(2, 1);
+        assert_eq!(check_attachment("a.png", "image/png", &ok), Ok(()));
+        let e = check_attachment("a.png", "image/jpeg", &ok).unwrap_err();
+        assert!(e.to_string().contains("says it is image/jpeg but its content is image/png"), "{e}");
+        assert!(check_attachment("a.png", "image/png", b"hello").unwrap_err().to_string().contains("not an image"));
+        assert!(matches!(check_attachment("h.png", "image/png", &vec![0; MAX_IMAGE_FILE_BYTES + 1]), Err(ImageError::TooLarge { .. })));
     }
 
     #[test]

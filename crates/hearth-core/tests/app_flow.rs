@@ -12,7 +12,6 @@ use hearth_core::app::*;
 use hearth_core::binaries::opencode::LocateInputs;
 use hearth_core::host::paths::AppPaths;
 use hearth_core::binaries::ripgrep::RgInputs;
-use hearth_core::runtime::RegistryConfig;
 use hearth_core::scripted_model::HoldRule;
 use hearth_core::store::{Message, MessageStatus};
 
@@ -54,12 +53,8 @@ impl Recorder {
 fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
     let paths = AppPaths::under(data);
     paths.ensure().unwrap();
-    HearthOptions {
-        binaries: BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() },
-        paths,
-        registry: RegistryConfig::default(),
-        runtime: Default::default(),
-    }
+    let binaries = BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
+    HearthOptions::new(paths, binaries)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hearth_core::toolbox::gateway::*;
-use hearth_core::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
+use hearth_core::opencode::OpenCodeRuntime;
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use hearth_core::toolbox::skills;
@@ -55,26 +55,19 @@ struct Outcome {
 
 /// One run: grant, then the runtime binds the session through its hooks before the prompt is sent
 /// and revokes the grant when the run ends.
-async fn run(rt: &SharedOpenCode, hooks: &GatewayRunHooks, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, String) {
+async fn run(rt: &OpenCodeRuntime, hooks: &GatewayRunHooks, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, String) {
     let request_id = uuid::Uuid::new_v4().to_string();
     let tag = hooks.grant(&request_id, scope);
-    let request = RunRequest {
-        request_id: request_id.clone(),
-        conversation_id: conversation.into(),
-        prompt: format!("Build the game for wave {wave}. REQUEST_{request_id}"),
-        work_mode: WorkMode::Execute,
-        images: vec![],
-        profile_id: None,
-        space: space.clone(),
-    };
+    let mut request = support::run_request(conversation, &format!("Build the game for wave {wave}. REQUEST_{request_id}"), space);
+    request.request_id = request_id.clone();
     let mut stream = rt.run(request, CancellationToken::new());
     let (mut session, mut text) = (String::new(), None);
     let all = async {
         while let Some(ev) = stream.next().await {
             match ev {
                 RuntimeEvent::Session { native_session_id } => session = native_session_id,
-                RuntimeEvent::Done { text: t, .. } => text = Some(t),
-                RuntimeEvent::Error { message } => panic!("{conversation} wave {wave}: {message}"),
+                RuntimeEvent::Ended { end: TurnEnd::Done { text: t, .. } } => text = Some(t),
+                RuntimeEvent::Ended { end } => panic!("{conversation} wave {wave}: {end:?}"),
                 _ => {}
             }
         }
@@ -92,7 +85,7 @@ fn staged_skills(root: &Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let spaces: Vec<ExecutionSpace> = (0..2)
@@ -121,15 +114,14 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let server_id = statuses[0].id.clone();
 
     let model = ScriptedModelServer::start(script()).unwrap();
-    let mut config = support::config_for(binary, rg_dir, &model, false);
+    let mut config = support::scripted_config(&support::FoundRuntime { binary, rg_dir }, &model, false);
     let private = root.join("gateway");
     config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
     config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
     config.skills_paths.push(staged_skills(&root));
     assert!(!config.to_opencode_json(Path::new("/s")).to_string().contains(gw.authorization().trim_start_matches("Bearer ")), "the secret is referenced by file");
-    let options = RuntimeOptions { hooks: Some(hooks.clone() as Arc<dyn RunHooks>), ..Default::default() };
-    let runtime = OpenCodeRuntime::with_options(config, root.join("runtime"), options);
-    let rt = SharedOpenCode(runtime.clone());
+    let host = RuntimeHost { hooks: Some(hooks.clone() as Arc<dyn RunHooks>), ..Default::default() };
+    let rt = OpenCodeRuntime::new(config, root.join("runtime"), host);
 
     let granted = GrantScope { libraries: vec![], custom_servers: vec![server_id.clone()], ttl: DEFAULT_GRANT_TTL };
     let mut outcomes = Vec::new();
@@ -179,7 +171,6 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let fixture_pid = gw.custom_server_pid(&server_id).await.unwrap();
     rt.dispose().await;
     gw.dispose().await;
-    assert!(support::gone_within(fixture_pid, 5).await, "the custom server outlived the gateway");
+    assert!(support::gone_within(fixture_pid, Duration::from_secs(5)).await, "the custom server outlived the gateway");
     model.shutdown().await;
-    drop(runtime);
 }

@@ -63,7 +63,7 @@ fn figure<'a>(report: &'a CheckReport, name: &str) -> &'a hearth_core::diagnosti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn passes_without_a_corpus_and_reports_its_figures() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let report = check(binary, rg_dir, 0, None, parent.path()).await;
     assert!(report.passed, "{}", report.to_text());
@@ -90,7 +90,7 @@ async fn passes_without_a_corpus_and_reports_its_figures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_8_mib_corpus_reaches_the_model_intact() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let report = check(binary, rg_dir, 8, None, parent.path()).await;
     assert!(report.passed, "{}", report.to_text());
@@ -104,7 +104,7 @@ async fn an_8_mib_corpus_reaches_the_model_intact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_model_refusing_b_makes_the_check_fail_with_a_readable_reason() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let report = check(binary, rg_dir, 0, Some(Sabotage::RefuseB), parent.path()).await;
     assert!(!report.passed);
@@ -120,7 +120,7 @@ async fn a_model_refusing_b_makes_the_check_fail_with_a_readable_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancelling_mid_run_returns_promptly_and_leaves_nothing_behind() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let (progress, mut steps) = ProgressSink::channel();
@@ -152,7 +152,7 @@ async fn cancelling_mid_run_returns_promptly_and_leaves_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "32 MiB adds about 25 s and 100 MB of memory on 2 cores; run with --ignored"]
 async fn a_32_mib_corpus_reaches_the_model_intact() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let report = check(binary, rg_dir, 32, None, parent.path()).await;
     assert!(report.passed, "{}", report.to_text());

@@ -6,8 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use futures::StreamExt;
-use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::opencode::OpenCodeRuntime;
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{Script, ScriptedModelServer};
 use hearth_core::space::resolve_local;
@@ -23,10 +22,10 @@ const CHILD_LAUNCH_TIMEOUT: Duration = Duration::from_secs(90);
 #[ignore = "helper process of a_killed_owner_leaves_no_runtime_behind"]
 async fn orphan_child() {
     let Some(pidfile) = std::env::var_os(ORPHAN_PIDFILE_ENV) else { return };
-    let (binary, rg_dir) = support::require_runtime().await.expect("runtime present");
+    let found = support::require_runtime().await.expect("runtime present");
     let model = ScriptedModelServer::start(Script::default_agent()).unwrap();
     let root = tempfile::tempdir().unwrap();
-    let rt = SharedOpenCode(OpenCodeRuntime::new(support::config_for(binary, rg_dir, &model, false), root.path().join("rt")));
+    let rt = OpenCodeRuntime::new(support::scripted_config(&found, &model, false), root.path().join("rt"), RuntimeHost::default());
     rt.test_connection().await.unwrap();
     std::fs::write(&pidfile, rt.status().pid.unwrap().to_string()).unwrap();
     tokio::time::sleep(Duration::from_secs(600)).await;
@@ -61,7 +60,7 @@ async fn a_killed_owner_leaves_no_runtime_behind() {
     // SIGKILL: no destructor, no shutdown hook runs in the child.
     child.start_kill().unwrap();
     child.wait().await.unwrap();
-    assert!(support::gone_within(pid, 10).await, "runtime {pid} outlived its killed owner");
+    assert!(support::gone_within(pid, Duration::from_secs(10)).await, "runtime {pid} outlived its killed owner");
 }
 
 fn fake_binary(dir: &Path, body: &str) -> std::path::PathBuf {
@@ -71,21 +70,19 @@ fn fake_binary(dir: &Path, body: &str) -> std::path::PathBuf {
     p
 }
 
-async fn first_error(rt: &SharedOpenCode, space_dir: &Path) -> String {
-    let request = RunRequest {
-        request_id: "r1".into(),
-        conversation_id: "c1".into(),
-        prompt: "hello".into(),
-        work_mode: WorkMode::Execute,
-        images: vec![],
-        profile_id: None,
-        space: resolve_local(space_dir).unwrap(),
-    };
-    let events: Vec<_> = rt.run(request, CancellationToken::new()).collect().await;
-    match events.last() {
-        Some(RuntimeEvent::Error { message }) => message.clone(),
-        other => panic!("expected an error, got {other:?}"),
+async fn first_error(rt: &OpenCodeRuntime, space_dir: &Path) -> String {
+    let request = support::run_request("c1", "hello", &resolve_local(space_dir).unwrap());
+    let finished = support::run_to_end(rt, request, CancellationToken::new(), support::TURN_TIMEOUT).await.unwrap();
+    match finished.end {
+        TurnEnd::Failed(TurnFailure { kind: FailureKind::Start, message }) => message,
+        other => panic!("expected a start failure, got {other:?}"),
     }
+}
+
+/// A runtime of `binary` with the scripted model's profile.
+fn runtime(binary: std::path::PathBuf, model: &ScriptedModelServer, root: &Path) -> OpenCodeRuntime {
+    let found = support::FoundRuntime { binary, rg_dir: "/usr/bin".into() };
+    OpenCodeRuntime::new(support::scripted_config(&found, model, false), root.join("rt"), RuntimeHost::default())
 }
 
 #[tokio::test]
@@ -93,7 +90,7 @@ async fn a_runtime_that_crashes_at_start_is_an_error_quoting_its_output() {
     let tmp = tempfile::tempdir().unwrap();
     let model = ScriptedModelServer::start(Script::default_agent()).unwrap();
     let bin = fake_binary(tmp.path(), "echo 'Error: unable to open database file /x/opencode.db' >&2; exit 1");
-    let rt = SharedOpenCode(OpenCodeRuntime::new(support::config_for(bin, "/usr/bin".into(), &model, false), tmp.path().join("rt")));
+    let rt = runtime(bin, &model, tmp.path());
     let msg = first_error(&rt, tmp.path()).await;
     assert!(msg.contains("exited at start") && msg.contains("unable to open database file"), "{msg}");
     assert!(!rt.status().running);
@@ -125,21 +122,18 @@ async fn a_runtime_of_another_version_is_refused_and_stopped() {
         &format!("echo $$ > {}\necho 'opencode server listening on http://127.0.0.1:{port}'\nexec sleep 60", pidfile.display()),
     );
     let model = ScriptedModelServer::start(Script::default_agent()).unwrap();
-    let rt = SharedOpenCode(OpenCodeRuntime::new(support::config_for(bin, "/usr/bin".into(), &model, false), tmp.path().join("rt")));
+    let rt = runtime(bin, &model, tmp.path());
     let msg = first_error(&rt, tmp.path()).await;
     assert!(msg.contains("reports version 1.17.0") && msg.contains("needs exactly 1.18.33"), "{msg}");
     let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    assert!(support::gone_within(pid, 5).await, "refused runtime left running");
+    assert!(support::gone_within(pid, Duration::from_secs(5)).await, "refused runtime left running");
 }
 
 #[tokio::test]
 async fn a_missing_binary_is_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     let model = ScriptedModelServer::start(Script::default_agent()).unwrap();
-    let rt = SharedOpenCode(OpenCodeRuntime::new(
-        support::config_for(tmp.path().join("no-such-opencode"), "/usr/bin".into(), &model, false),
-        tmp.path().join("rt"),
-    ));
+    let rt = runtime(tmp.path().join("no-such-opencode"), &model, tmp.path());
     let msg = first_error(&rt, tmp.path()).await;
     assert!(msg.contains("could not be started") && msg.contains("no-such-opencode"), "{msg}");
 }

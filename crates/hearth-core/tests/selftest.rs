@@ -57,7 +57,7 @@ fn assert_clean(parent: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reuse_check_with_2_projects_passes_every_assertion() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let parent = tempfile::tempdir().unwrap();
     let opts = ReuseOptions {
         runtime_binary: binary,
@@ -92,7 +92,7 @@ async fn reuse_check_with_2_projects_passes_every_assertion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_self_test_passes_with_2_projects_and_no_corpus() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let _turn = ONE_AT_A_TIME.lock().await;
     let parent = tempfile::tempdir().unwrap();
     let (sink, mut rx) = ProgressSink::channel();
@@ -116,7 +116,7 @@ async fn the_self_test_passes_with_2_projects_and_no_corpus() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_self_test_is_refused_and_cancel_returns_promptly_leaving_nothing() {
-    let Some((binary, rg_dir)) = support::require_runtime().await else { return };
+    let Some(support::FoundRuntime { binary, rg_dir }) = support::require_runtime().await else { return };
     let _turn = ONE_AT_A_TIME.lock().await;
     let parent = tempfile::tempdir().unwrap();
     let (sink, mut rx) = ProgressSink::channel();

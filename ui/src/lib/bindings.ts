@@ -122,8 +122,10 @@ export type CheckReport = {
 	durationMs: number | null,
 };
 
-/**  What the UI receives when a command fails: one sentence, safe to show as is. */
+/**  What the UI receives when a command fails. */
 export type CommandError = {
+	code: ErrorCode,
+	/**  One sentence, safe to show as is. */
 	message: string,
 };
 
@@ -185,6 +187,70 @@ export type DiagnosticsStatus = {
 
 /**  A document's id (see [`LibraryId`] for the number type). */
 export type DocumentId = number;
+
+/**  A failure's meaning, stable across versions and wordings. */
+export type ErrorCode = 
+/**  The thing asked for does not exist (any more). */
+"notFound" | 
+/**  The input is not acceptable as given (empty, too long, malformed). */
+"invalidInput" | 
+/**  A bound was reached (too many of something, too large). */
+"limitReached" | 
+/**  A reply is running in the conversation. */
+"busy" | 
+/**  Nothing is running that could be stopped. */
+"notRunning" | 
+/**  The project folder is gone or unreadable. */
+"projectFolder" | 
+/**  An attached image was refused. */
+"image" | 
+/**  The runtime (or ripgrep) is missing or the wrong version. */
+"runtimeMissing" | 
+/**  The runtime could not start. */
+"runtimeStart" | 
+/**  The runtime did not answer, refused, or died. */
+"runtimeFailed" | 
+/**  The runtime was stopped (Hearth is closing, or its configuration changed). */
+"runtimeStopped" | 
+/**  Hearth's own files (database, secrets, attachments, reports) could not be read or written. */
+"storage" | 
+/**  The knowledge base failed. */
+"knowledge" | 
+/**  The MCP gateway failed. */
+"gateway" | 
+/**  A skill package was refused. */
+"skill" | 
+/**  A self-test is running already, or none has run yet. */
+"selftest" | 
+/**  Hearth itself failed (a bug): the sentence says what. */
+"internal";
+
+/**  What went wrong, for code that decides what to offer next (retry, compact, fix a profile). */
+export type FailureKind = 
+/**  The project folder is gone. */
+"projectMissing" | 
+/**  The request itself cannot be sent (an image the model cannot take, an unknown profile). */
+"invalidRequest" | 
+/**  The runtime could not start. */
+"start" | 
+/**  The runtime process died while the turn ran. */
+"runtimeDied" | 
+/**  The runtime did not answer. */
+"unreachable" | 
+/**  The runtime refused a call. */
+"refused" | 
+/**  The run's tool grant could not be attached. */
+"grant" | 
+/**  The model provider failed (the runtime's error, or retries past Hearth's limit). */
+"model" | 
+/**  The model provider refused the credentials. */
+"providerAuth" | 
+/**  The conversation no longer fits the model's context. */
+"contextOverflow" | 
+/**  The runtime lost the turn: no trace of it after the event stream came back. */
+"lost" | 
+/**  The runtime was stopped (Hearth is closing, or its configuration changed). */
+"disposed";
 
 /**  A measured figure. A single value has `samples == 1` and `min == median == max`. */
 export type Figure = {
@@ -308,6 +374,13 @@ export type ModelProtocol =
 /**  OpenAI-compatible `/chat/completions`. */
 "openAiChatCompletions";
 
+/**  What happens when the agent reaches outside its project folder (a per-project setting). */
+export type OutsideProject = 
+/**  Refused by the runtime: the agent stays inside its project, nobody is asked. */
+"deny" | 
+/**  The runtime asks; the run streams `PermissionAsked` and waits for `reply_permission`. */
+"ask";
+
 /**  How the user answers a permission request. */
 export type PermissionReply = "once" | "always" | "reject";
 
@@ -354,6 +427,8 @@ export type Project = {
 	path: string,
 	addedAt: number,
 	lastOpenedAt: number,
+	/**  What happens when the agent reaches outside the folder: refused, or the user is asked. */
+	outsideProject: OutsideProject,
 };
 
 /**  One runtime as diagnostics see it. */
@@ -370,18 +445,16 @@ export type RegisteredRuntimeStatus = {
 	runtime: RuntimeStatus,
 };
 
-/**  What a run streams, in order. Exactly one of `Done` or `Error` ends every run. */
+/**  What a run streams, in order. Exactly one `Ended` ends every run, and nothing follows it. */
 export type RuntimeEvent = 
-/**  The native session serving this conversation (first event of a run). */
-({ type: "session"; nativeSessionId: string }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | ({ type: "textDelta"; text: string }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never } | ({ type: "toolStarted"; callId: string; tool: string; input: Value }) & { attempt?: never; error?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | ({ type: "toolFinished"; callId: string; tool: string; input: Value; output: string; error: string | null }) & { attempt?: never; message?: never; nativeSessionId?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | {
+/**  The native session serving this conversation (sent before the prompt goes out). */
+({ type: "session"; nativeSessionId: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | ({ type: "textDelta"; text: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never } | ({ type: "toolStarted"; callId: string; tool: string; input: Value }) & { attempt?: never; end?: never; error?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | ({ type: "toolFinished"; callId: string; tool: string; input: Value; output: string; error: string | null }) & { attempt?: never; end?: never; message?: never; nativeSessionId?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | {
 	type: "usage",
-} & Usage | ({ type: "permissionAsked"; permissionId: string; permission: string; patterns: string[] }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; text?: never; tool?: never } | 
+} & Usage | ({ type: "permissionAsked"; permissionId: string; permission: string; patterns: string[] }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; text?: never; tool?: never } | 
 /**  The provider failed and the runtime will retry. */
-({ type: "retrying"; attempt: number; message: string }) & { callId?: never; error?: never; input?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
-/**  The run failed; `message` is a sentence for the user. */
-({ type: "error"; message: string }) & { attempt?: never; callId?: never; error?: never; input?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
-/**  The run finished; `text` is the final answer's text. */
-({ type: "done"; nativeSessionId: string; text: string }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never };
+({ type: "retrying"; attempt: number; message: string }) & { callId?: never; end?: never; error?: never; input?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
+/**  The run is over. */
+({ type: "ended"; end: TurnEnd }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never };
 
 /**
  *  Identity of a process-owning runtime's configuration: a hash of the binary and the effective
@@ -409,7 +482,10 @@ export type RuntimeStatus = {
 	/**  Base URL without credentials. */
 	url: string | null,
 	version: string | null,
+	/**  Processes started so far; more than one means the runtime was restarted. */
 	launches: number,
+	/**  Why the last process ended, if one ended without being asked to. */
+	lastExit: string | null,
 	activeRuns: number,
 	openInstances: string[],
 	/**  Time since the running process printed its address. */
@@ -509,6 +585,21 @@ export type ToolCall = {
 };
 
 export type ToolCallStatus = "running" | "done" | "error";
+
+/**  How a turn ended. */
+export type TurnEnd = 
+/**  The runtime finished the turn; `text` is the reply it stored for this turn. */
+{ outcome: "done"; nativeSessionId: string; text: string } | 
+/**  The user stopped it. */
+({ outcome: "cancelled" }) & { nativeSessionId?: never; text?: never } | {
+	outcome: "failed",
+} & TurnFailure;
+
+/**  A failed turn: what kind of failure, and the sentence for the user. */
+export type TurnFailure = {
+	kind: FailureKind,
+	message: string,
+};
 
 /**  Token counts of one model step, as the runtime reports them. */
 export type Usage = {

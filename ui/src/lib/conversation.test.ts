@@ -25,10 +25,12 @@ describe("conversation reducer", () => {
     expect(isBusy(s)).toBe(false);
   });
 
-  it("a cancelled reply is marked cancelled, an error keeps its sentence", () => {
-    let s = reduce(initialState([reply()]), rt({ type: "error", message: "Cancelled." }));
+  it("a turn's end says how it ended: done with the stored text, cancelled, or failed with its sentence", () => {
+    let s = reduce(initialState([reply({ text: "PROJ" })]), rt({ type: "ended", end: { outcome: "done", nativeSessionId: "ses_1", text: "PROJECT_7" } }));
+    expect(s.messages[0]).toMatchObject({ status: "done", text: "PROJECT_7" });
+    s = reduce(initialState([reply()]), rt({ type: "ended", end: { outcome: "cancelled" } }));
     expect(s.messages[0].status).toBe("cancelled");
-    s = reduce(initialState([reply()]), rt({ type: "error", message: "The model run failed: boom" }));
+    s = reduce(initialState([reply()]), rt({ type: "ended", end: { outcome: "failed", kind: "model", message: "The model run failed: boom" } }));
     expect(s.messages[0]).toMatchObject({ status: "error", error: "The model run failed: boom" });
   });
 

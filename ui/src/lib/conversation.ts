@@ -42,10 +42,17 @@ function applyRuntime(m: Message, ev: RuntimeEvent): Message {
     }
     case "usage":
       return { ...m, usage: { inputTokens: ev.inputTokens, outputTokens: ev.outputTokens, reasoningTokens: ev.reasoningTokens, cacheReadTokens: ev.cacheReadTokens } };
-    case "error":
-      return { ...m, status: ev.message === "Cancelled." ? "cancelled" : "error", error: ev.message };
-    case "done":
-      return { ...m, status: "done" };
+    case "ended":
+      switch (ev.end.outcome) {
+        case "done":
+          // The text the runtime stored for this turn is the reply, whatever streamed.
+          return { ...m, status: "done", text: ev.end.text };
+        case "cancelled":
+          return { ...m, status: "cancelled" };
+        case "failed":
+          return { ...m, status: "error", error: ev.end.message };
+      }
+      return m;
     default:
       return m;
   }

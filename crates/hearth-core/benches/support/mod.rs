@@ -1,19 +1,16 @@
 //! Helpers of the runtime benchmark: finding the runtime, timing one turn each way, statistics and
 //! the printed table. Nothing here asserts on speed: figures are printed for people to read.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use hearth_core::binaries::executable::ProbeEnv;
+use hearth_core::diagnostics::kit;
+use hearth_core::host::procinfo::TreeRss;
 use hearth_core::opencode::client::Client;
 use hearth_core::opencode::event_hub::{EventHub, HubEvent};
-use hearth_core::binaries::opencode::{self as locate, LocateInputs};
-use hearth_core::opencode::BIN_ENV;
-use hearth_core::host::procinfo::TreeRss;
-use hearth_core::binaries::ripgrep::{self, RgInputs};
-use hearth_core::runtime::{AgentRuntime, RunRequest, RuntimeEvent, WorkMode, WorkspaceRuntime};
+use hearth_core::opencode::wire::{Event, Part, Role, StoredMessage};
+use hearth_core::runtime::{AgentRuntime, RuntimeEvent, TurnEnd, WorkspaceRuntime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -24,22 +21,6 @@ const BYTES_PER_MIB: f64 = 1024.0 * 1024.0;
 const MS_PER_SEC: f64 = 1000.0;
 /// Width of the first (label) column of the printed tables.
 const LABEL_WIDTH: usize = 40;
-
-/// The runtime binary and the folder holding `rg`: `HEARTH_OPENCODE_BIN` if set, else the
-/// workspace's `node_modules` (what `scripts/setup.sh` installs). A sentence when either is missing.
-pub async fn locate_runtime() -> Result<(PathBuf, PathBuf), String> {
-    let scratch = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
-    let env = ProbeEnv { scratch_home: scratch.path().into() };
-    let inputs = LocateInputs {
-        env_path: std::env::var_os(BIN_ENV).filter(|v| !v.is_empty()).map(PathBuf::from),
-        anchors: vec![crate::test_support::workspace_root()],
-        ..Default::default()
-    };
-    let oc = locate::locate(&inputs, &env).await.map_err(|e| e.to_string())?;
-    let rg = ripgrep::locate(&RgInputs::from_process(None, None), &env).await.map_err(|e| e.to_string())?;
-    let rg_dir = rg.path.parent().ok_or("rg has no parent folder")?.to_path_buf();
-    Ok((oc.path, rg_dir))
-}
 
 /// One facade run, from `run()` to its `Done` as the caller receives it. Checks the reply text.
 pub async fn facade_turn(facade: &WorkspaceRuntime, conversation: &str, prompt: &str, expect: &str) -> Result<Duration, String> {
@@ -55,15 +36,7 @@ pub struct FacadeTiming {
 
 /// [`facade_turn`] with the time to the `Session` event as well.
 pub async fn timed_facade_turn(facade: &WorkspaceRuntime, conversation: &str, prompt: &str, expect: &str) -> Result<FacadeTiming, String> {
-    let request = RunRequest {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        conversation_id: conversation.into(),
-        prompt: prompt.into(),
-        work_mode: WorkMode::Execute,
-        images: vec![],
-        profile_id: None,
-        space: facade.space().clone(),
-    };
+    let request = kit::run_request(conversation, prompt, facade.space());
     let start = Instant::now();
     let mut stream = facade.run(request, CancellationToken::new());
     let mut session = Duration::ZERO;
@@ -71,12 +44,12 @@ pub async fn timed_facade_turn(facade: &WorkspaceRuntime, conversation: &str, pr
         while let Some(ev) = stream.next().await {
             match ev {
                 RuntimeEvent::Session { .. } => session = start.elapsed(),
-                RuntimeEvent::Done { text, .. } => return Ok((start.elapsed(), text)),
-                RuntimeEvent::Error { message } => return Err(message),
+                RuntimeEvent::Ended { end: TurnEnd::Done { text, .. } } => return Ok((start.elapsed(), text)),
+                RuntimeEvent::Ended { end } => return Err(format!("{end:?}")),
                 _ => {}
             }
         }
-        Err("the run's stream ended without Done".to_string())
+        Err("the run's stream ended without its end".to_string())
     })
     .await
     .map_err(|_| format!("facade run in {conversation} took over {} s", RUN_TIMEOUT.as_secs()))??;
@@ -97,7 +70,7 @@ pub async fn raw_turn(client: &Client, hub: &Arc<EventHub>, directory: &str, ses
     tokio::time::timeout(RUN_TIMEOUT, async {
         while let Some(ev) = sub.rx.recv().await {
             match ev {
-                HubEvent::Event { kind, .. } if kind == "session.idle" => return Ok(start.elapsed()),
+                HubEvent::Event { event, .. } if matches!(*event, Event::SessionIdle(_)) => return Ok(start.elapsed()),
                 HubEvent::Reconnected => return Err("the event stream reconnected mid-turn; figures would be wrong".to_string()),
                 _ => {}
             }
@@ -108,12 +81,12 @@ pub async fn raw_turn(client: &Client, hub: &Arc<EventHub>, directory: &str, ses
     .map_err(|_| format!("raw turn took over {} s", RUN_TIMEOUT.as_secs()))?
 }
 
-/// The text of the last assistant message in a `GET /session/{id}/message` answer.
-pub fn last_assistant_text(messages: &Value) -> String {
-    let Some(last) = messages.as_array().and_then(|a| a.iter().rev().find(|m| m["info"]["role"] == "assistant")) else {
+/// The text of the last assistant message of a session.
+pub fn last_assistant_text(messages: &[StoredMessage]) -> String {
+    let Some(last) = messages.iter().rev().find(|m| m.info.role == Role::Assistant) else {
         return String::new();
     };
-    last["parts"].as_array().into_iter().flatten().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect()
+    last.parts.iter().filter_map(|p| match p { Part::Text(t) => Some(t.text.as_str()), _ => None }).collect()
 }
 
 /// min / median / max of a sample, in milliseconds.

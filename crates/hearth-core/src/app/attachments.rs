@@ -33,8 +33,7 @@ impl Hearth {
                 .map_err(|_| images::ImageError::UnknownFormat { name: name.clone() })?;
             Ok(images::prepare(&name, &bytes)?)
         })
-        .await
-        .map_err(|e| AppError::Task(e.to_string()))??;
+        .await??;
         let id = uuid::Uuid::new_v4().to_string();
         let staged = StagedAttachment {
             id: id.clone(),
@@ -70,13 +69,13 @@ impl Hearth {
         let dir = self.attachments_dir().join(conversation_id);
         let images = images.to_vec();
         tokio::task::spawn_blocking(move || -> AppResult<Vec<NewAttachment>> {
-            std::fs::create_dir_all(&dir).map_err(|e| AppError::AttachmentIo(e.to_string()))?;
+            std::fs::create_dir_all(&dir).map_err(|source| AppError::Write { path: dir.clone(), source })?;
             images
                 .iter()
                 .map(|img| {
                     let ext = if img.media_type == "image/jpeg" { "jpg" } else { "png" };
                     let path = dir.join(format!("{}.{ext}", uuid::Uuid::new_v4()));
-                    std::fs::write(&path, &img.bytes).map_err(|e| AppError::AttachmentIo(e.to_string()))?;
+                    std::fs::write(&path, &img.bytes).map_err(|source| AppError::Write { path: path.clone(), source })?;
                     Ok(NewAttachment {
                         name: img.name.clone(),
                         media_type: img.media_type.clone(),
@@ -87,7 +86,6 @@ impl Hearth {
                 })
                 .collect()
         })
-        .await
-        .map_err(|e| AppError::Task(e.to_string()))?
+        .await?
     }
 }

@@ -66,24 +66,32 @@ impl Hearth {
             turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone() });
         }
         let request_id = uuid::Uuid::new_v4().to_string();
-        if let Err(e) = self.grant_for(&request_id, &conversation.library_ids).await {
-            self.turns.lock().unwrap().remove(conversation_id);
-            return Err(e);
-        }
+        // The grant lives exactly as long as the turn: revoked when this guard goes, whether the
+        // run ended, failed, or never started.
+        let grant = match self.grant_for(&request_id, &conversation.library_ids).await {
+            Ok(g) => g,
+            Err(e) => {
+                self.turns.lock().unwrap().remove(conversation_id);
+                return Err(e);
+            }
+        };
         let request = RunRequest {
             request_id,
             conversation_id: conversation_id.into(),
             prompt: user.text.clone(),
             work_mode: conversation.work_mode,
+            outside_project: project.outside_project,
             images: images.into_iter().map(image_input).collect(),
             profile_id: conversation.profile_id.clone(),
             space,
+            native_session: conversation.native_session_id.clone(),
         };
         let me = self.clone();
-        let (user_id, reply_id, native) = (user.id.clone(), reply.id.clone(), conversation.native_session_id.clone());
+        let (user_id, reply_id) = (user.id.clone(), reply.id.clone());
         tokio::spawn(async move {
             let cid = request.conversation_id.clone();
-            me.drive_turn(request, native, &user_id, &reply_id, cancel).await;
+            me.drive_turn(request, &user_id, &reply_id, cancel).await;
+            drop(grant);
             me.turns.lock().unwrap().remove(&cid);
             let rid = reply_id.clone();
             if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {
@@ -93,27 +101,21 @@ impl Hearth {
         Ok(user)
     }
 
-    async fn drive_turn(&self, request: RunRequest, native: Option<String>, user_id: &str, reply_id: &str, cancel: CancellationToken) {
+    async fn drive_turn(&self, request: RunRequest, user_id: &str, reply_id: &str, cancel: CancellationToken) {
         let cid = request.conversation_id.clone();
-        let fail = |message: String, status: MessageStatus| {
-            let (s, rid, uid) = (self.store.clone(), reply_id.to_string(), user_id.to_string());
-            async move {
-                let _ = blocking(&s, move |s| {
-                    s.set_status(&uid, if status == MessageStatus::Cancelled { MessageStatus::Cancelled } else { MessageStatus::Error })?;
-                    s.finish(&rid, status, Some(&message))
-                })
-                .await;
+        let facade = match self.runtime_for(&request.space).await {
+            Ok(f) => f,
+            Err(e) => {
+                // The run never started: end the turn here, as the runtime would have.
+                let end = TurnEnd::Failed(TurnFailure { kind: failure_kind(&e), message: e.to_string() });
+                let event = RuntimeEvent::ended(end);
+                if let Err(e) = self.store_event(&cid, user_id, reply_id, &event) {
+                    tracing::warn!(error = %e, "could not store a reply's end");
+                }
+                self.emit(&cid, ConversationUpdateKind::Runtime { message_id: reply_id.into(), event });
+                return;
             }
         };
-        let (facade, owner) = match self.runtime_for(&request.space).await {
-            Ok(r) => r,
-            Err(e) => return fail(e.to_string(), MessageStatus::Error).await,
-        };
-        if let Some(session) = native {
-            if owner.native_session(&cid).is_none() {
-                owner.restore_session(&cid, &session, &request.space);
-            }
-        }
         let _ = blocking(&self.store, {
             let uid = user_id.to_string();
             move |s| s.set_status(&uid, MessageStatus::Sending)
@@ -158,11 +160,21 @@ impl Hearth {
                 },
             ),
             RuntimeEvent::Usage(u) => s.set_usage(reply_id, u),
-            RuntimeEvent::Error { message } => {
-                let status = if message == "Cancelled." { MessageStatus::Cancelled } else { MessageStatus::Error };
-                s.finish(reply_id, status, Some(message))
+            RuntimeEvent::Ended { end } => {
+                // A user message the runtime never took says why; one it took stays done (statuses
+                // only move forward, so this changes only a message still sending).
+                let unsent = match end {
+                    TurnEnd::Done { .. } => MessageStatus::Done,
+                    TurnEnd::Cancelled => MessageStatus::Cancelled,
+                    TurnEnd::Failed(_) => MessageStatus::Error,
+                };
+                let _ = s.set_status(user_id, unsent);
+                match end {
+                    TurnEnd::Done { text, .. } => s.finish_done(reply_id, text),
+                    TurnEnd::Cancelled => s.finish(reply_id, MessageStatus::Cancelled, None),
+                    TurnEnd::Failed(f) => s.finish(reply_id, MessageStatus::Error, Some(&f.message)),
+                }
             }
-            RuntimeEvent::Done { .. } => s.finish(reply_id, MessageStatus::Done, None),
             RuntimeEvent::PermissionAsked { .. } | RuntimeEvent::Retrying { .. } => Ok(()),
         }
     }
@@ -192,17 +204,15 @@ impl Hearth {
         })
         .await?;
         let space = space::resolve_local(&project.path)?;
-        let (facade, owner) = self.runtime_for(&space).await?;
-        let session = conversation.native_session_id.clone().ok_or(RuntimeError::NoSession)?;
-        if owner.native_session(conversation_id).is_none() {
-            owner.restore_session(conversation_id, &session, &space);
-        }
-        let outcome = facade
-            .compact_conversation(
-                CompactRequest { request_id: uuid::Uuid::new_v4().to_string(), conversation_id: conversation_id.into(), profile_id: conversation.profile_id, space },
-                CancellationToken::new(),
-            )
-            .await?;
+        let facade = self.runtime_for(&space).await?;
+        let request = CompactRequest {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            conversation_id: conversation_id.into(),
+            profile_id: conversation.profile_id,
+            space,
+            native_session: conversation.native_session_id,
+        };
+        let outcome = facade.compact_conversation(request, CancellationToken::new()).await?;
         if outcome.compacted {
             let cid = conversation_id.to_string();
             blocking(&self.store, move |s| s.mark_compacted(&cid)).await?;
@@ -219,7 +229,7 @@ impl Hearth {
         })
         .await?;
         let space = space::resolve_local(&project.path)?;
-        let (facade, _) = self.runtime_for(&space).await?;
+        let facade = self.runtime_for(&space).await?;
         Ok(facade.reply_permission(&space, permission_id, reply).await?)
     }
 
@@ -228,7 +238,7 @@ impl Hearth {
         if let Some(turn) = self.turns.lock().unwrap().get(conversation_id) {
             turn.cancel.cancel();
         }
-        self.manager.release_conversation(conversation_id).await?;
+        self.runtimes.release_conversation(conversation_id).await?;
         let cid = conversation_id.to_string();
         blocking(&self.store, move |s| s.delete_conversation(&cid)).await?;
         let _ = tokio::fs::remove_dir_all(self.attachments_dir().join(conversation_id)).await;
@@ -249,6 +259,16 @@ fn title_from(text: &str) -> Option<String> {
         title.push('…');
     }
     Some(title)
+}
+
+/// The failure kind of a turn that could not start.
+fn failure_kind(e: &AppError) -> FailureKind {
+    match e {
+        AppError::Runtime(r) => r.failure_kind(),
+        AppError::Space(_) => FailureKind::ProjectMissing,
+        AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) | AppError::BuiltinModel(_) => FailureKind::Start,
+        _ => FailureKind::InvalidRequest,
+    }
 }
 
 fn image_input(img: PreparedImage) -> ImageInput {

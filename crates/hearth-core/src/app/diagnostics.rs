@@ -51,7 +51,7 @@ pub struct SelftestSlot {
 
 impl Hearth {
     pub async fn diagnostics_status(&self) -> DiagnosticsStatus {
-        let runtimes = self.registry.status();
+        let runtimes = self.runtimes.runtimes();
         let memory = runtimes
             .iter()
             .filter_map(|r| r.runtime.pid)
@@ -76,7 +76,7 @@ impl Hearth {
         {
             let mut slot = self.selftest.running.lock().unwrap();
             if slot.is_some() {
-                return Err(AppError::Tools("A self-test is already running; wait for it or cancel it.".into()));
+                return Err(AppError::SelftestRunning);
             }
             *slot = Some(cancel.clone());
         }
@@ -90,7 +90,7 @@ impl Hearth {
         };
         let result = selftest::run_selftest(options, progress, cancel).await;
         *self.selftest.running.lock().unwrap() = None;
-        let report = result.map_err(|e| AppError::Tools(e.to_string()))?;
+        let report = result.map_err(|_: crate::diagnostics::selftest::SelftestError| AppError::SelftestRunning)?;
         *self.selftest.last.lock().unwrap() = Some(report.clone());
         Ok(report)
     }
@@ -111,18 +111,17 @@ impl Hearth {
 
     /// Save the last report (JSON; it holds no secrets) under the data folder; returns its path.
     pub async fn export_report(&self) -> AppResult<String> {
-        let report = self.selftest.last.lock().unwrap().clone().ok_or_else(|| AppError::Tools("Run the self-test first.".into()))?;
+        let report = self.selftest.last.lock().unwrap().clone().ok_or(AppError::NoSelftestReport)?;
         let dir = self.paths.data_dir.join("reports");
         let path: PathBuf = dir.join(format!("selftest-{}.json", chrono_stamp()));
-        let text = serde_json::to_vec_pretty(&report).map_err(|e| AppError::Tools(e.to_string()))?;
+        let text = serde_json::to_vec_pretty(&report).expect("a report always serialises");
         let p = path.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;
             std::fs::write(&p, text)
         })
-        .await
-        .map_err(|e| AppError::Task(e.to_string()))?
-        .map_err(|e| AppError::Tools(format!("Hearth could not save the report: {e}")))?;
+        .await?
+        .map_err(|source| AppError::Write { path: path.clone(), source })?;
         Ok(path.display().to_string())
     }
 }

@@ -4,11 +4,12 @@
 
 mod attachments;
 mod catalog;
-mod profiles;
-pub mod tools;
 mod conversations;
 pub mod diagnostics;
+mod error;
+mod profiles;
 pub mod runtime_config;
+pub mod tools;
 pub mod updates;
 
 use std::collections::HashMap;
@@ -21,11 +22,11 @@ pub use attachments::StagedAttachment;
 pub use conversations::DEFAULT_CONVERSATION_TITLE;
 pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
 pub use updates::{UpdateSink, ConversationUpdate, ConversationUpdateKind, NoUpdates};
-use runtime_config::{BinaryInputs, Binaries, BuiltinModel, SetupError};
+pub use error::{AppError, AppResult, ErrorCode};
+use runtime_config::{BinaryInputs, Binaries, BuiltinModel};
 
-use crate::images::PreparedImage;
-use crate::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
 use crate::host::paths::AppPaths;
+use crate::images::PreparedImage;
 use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Store, StoreError};
@@ -33,45 +34,21 @@ use crate::store::{Store, StoreError};
 /// How long closing the app waits for a cancelled self-test to clean up.
 pub const SHUTDOWN_SELFTEST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Facades kept warm by the manager (projects switched between without re-acquiring).
-pub const FACADE_CAPACITY: usize = 8;
-
-#[derive(Debug, thiserror::Error)]
-pub enum AppError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Space(#[from] space::SpaceError),
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Image(#[from] crate::images::ImageError),
-    #[error("A reply is still running in this conversation; wait for it or stop it first.")]
-    Busy,
-    #[error("Nothing is running in this conversation.")]
-    NotRunning,
-    #[error("That attachment is no longer prepared; attach the image again.")]
-    UnknownAttachment,
-    #[error("The model profile “{0}” does not accept images; choose a profile with image input or remove the images.")]
-    NoImageInput(String),
-    #[error("Hearth could not save the attachment: {0}")]
-    AttachmentIo(String),
-    #[error("Hearth stopped a task unexpectedly: {0}")]
-    Task(String),
-    #[error("{0}")]
-    Tools(String),
-}
-
-pub type AppResult<T> = Result<T, AppError>;
-
 /// Everything injected into the app.
 pub struct HearthOptions {
     pub paths: AppPaths,
     pub binaries: BinaryInputs,
+    /// Bounds of the runtime registry (tests shorten them).
     pub registry: RegistryConfig,
-    pub runtime: RuntimeOptions,
+    /// Where the runtime's client connects instead of the address the process printed (a test's
+    /// severable proxy); `None` in the app.
+    pub connect_via: Option<Arc<dyn Fn(std::net::SocketAddr) -> std::net::SocketAddr + Send + Sync>>,
+}
+
+impl HearthOptions {
+    pub fn new(paths: AppPaths, binaries: BinaryInputs) -> Self {
+        Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None }
+    }
 }
 
 /// A turn running in one conversation: what stops it.
@@ -86,10 +63,7 @@ pub struct Hearth {
     binary_inputs: BinaryInputs,
     binaries: tokio::sync::Mutex<Option<Binaries>>,
     builtin: BuiltinModel,
-    registry: Arc<LocalRuntimeRegistry>,
-    manager: SelectedRuntimeManager,
-    configs: Arc<Mutex<HashMap<RuntimeKey, crate::opencode::config::RuntimeConfig>>>,
-    owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>>,
+    runtimes: SelectedRuntimeManager,
     turns: Mutex<HashMap<String, RunningTurn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
     tools: tools::Tools,
@@ -99,7 +73,7 @@ pub struct Hearth {
 /// Run a store call off the async threads.
 pub(crate) async fn blocking<T: Send + 'static>(store: &Store, f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static) -> AppResult<T> {
     let s = store.clone();
-    tokio::task::spawn_blocking(move || f(&s)).await.map_err(|e| AppError::Task(e.to_string()))?.map_err(AppError::from)
+    tokio::task::spawn_blocking(move || f(&s)).await?.map_err(AppError::from)
 }
 
 impl Hearth {
@@ -107,9 +81,7 @@ impl Hearth {
     /// left behind. The runtime itself starts on first use.
     pub async fn open(options: HearthOptions, updates: Arc<dyn UpdateSink>) -> AppResult<Arc<Self>> {
         let data = options.paths.data_dir.clone();
-        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data))
-            .await
-            .map_err(|e| AppError::Task(e.to_string()))??;
+        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data)).await??;
         let recovered = blocking(&store, |s| s.recover_interrupted()).await?;
         if recovered > 0 {
             tracing::warn!(recovered, "marked replies interrupted by an earlier exit");
@@ -120,38 +92,15 @@ impl Hearth {
             tracing::warn!(stopped = ?swept.stopped, "stopped runtimes left behind by an earlier Hearth");
         }
         let tools = tools::Tools::start(&options.paths.data_dir).await?;
-        let registry = Arc::new(LocalRuntimeRegistry::with_config(options.registry));
-        let configs: Arc<Mutex<HashMap<RuntimeKey, _>>> = Arc::default();
-        let owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>> = Arc::default();
-        let mut runtime_options = options.runtime;
-        runtime_options.records_dir.get_or_insert(records);
-        runtime_options.hooks = Some(tools.hooks.clone() as Arc<dyn RunHooks>);
-        let manager = {
-            let (registry, configs, owners) = (registry.clone(), configs.clone(), owners.clone());
-            let release_registry = registry.clone();
-            let root = options.paths.data_dir.join("runtime").join("opencode");
-            SelectedRuntimeManager::new(
-                FACADE_CAPACITY,
-                move |selection: RuntimeSelection, space: ExecutionSpace| {
-                    let (registry, configs, owners, root, opts) = (registry.clone(), configs.clone(), owners.clone(), root.clone(), runtime_options.clone());
-                    async move {
-                        let key = selection.key.clone();
-                        let config = configs.lock().unwrap().get(&key).cloned().ok_or(RuntimeError::Launch("The runtime configuration changed; try again.".into()))?;
-                        registry
-                            .acquire(OPENCODE_FAMILY, selection.key, space, move || {
-                                let rt = OpenCodeRuntime::with_options(config, root, opts);
-                                owners.lock().unwrap().insert(key, rt.clone());
-                                Ok(Arc::new(SharedOpenCode(rt)) as Arc<dyn ProcessRuntime>)
-                            })
-                            .await
-                    }
-                },
-                move |id: String| {
-                    let registry = release_registry.clone();
-                    async move { registry.release_conversation(&id).await }
-                },
-            )
-        };
+        // The one wiring of manager → registry → runtime; the self-test builds the same one.
+        let mut config = ManagerConfig::new(RuntimeHost {
+            root: options.paths.data_dir.join("runtime"),
+            records_dir: Some(records),
+            hooks: Some(tools.hooks.clone() as Arc<dyn RunHooks>),
+            connect_via: options.connect_via,
+        });
+        config.registry = options.registry;
+        let runtimes = SelectedRuntimeManager::start(config);
         let hearth = Arc::new(Self {
             paths: options.paths,
             store,
@@ -159,10 +108,7 @@ impl Hearth {
             binary_inputs: options.binaries,
             binaries: tokio::sync::Mutex::new(None),
             builtin: BuiltinModel::default(),
-            registry,
-            manager,
-            configs,
-            owners,
+            runtimes,
             turns: Mutex::new(HashMap::new()),
             staged: Mutex::new(HashMap::new()),
             tools,
@@ -206,22 +152,18 @@ impl Hearth {
         *self.binaries.lock().await = None;
     }
 
-    /// The facade for `space` under the current configuration, and the process owner behind it.
-    pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<(Arc<WorkspaceRuntime>, Arc<OpenCodeRuntime>)> {
+    /// The facade for `space` under the current configuration.
+    pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<Arc<WorkspaceRuntime>> {
         let binaries = self.binaries().await?;
         let mut config = runtime_config::runtime_config(&self.store, &binaries, &self.builtin).await?;
         self.tools.configure(&mut config);
-        let key = config.key();
-        self.configs.lock().unwrap().insert(key.clone(), config);
-        let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key: key.clone() };
-        let facade = self.manager.get_runtime(&selection, space).await?;
-        let owner = self.owners.lock().unwrap().get(&key).cloned().ok_or(RuntimeError::Disposed)?;
-        Ok((facade, owner))
+        let selection: RuntimeSelection = Arc::new(config);
+        Ok(self.runtimes.get_runtime(&selection, space).await?)
     }
 
     /// The process-owning runtimes alive now (diagnostics).
     pub fn runtime_statuses(&self) -> Vec<RegisteredRuntimeStatus> {
-        self.registry.status()
+        self.runtimes.runtimes()
     }
 
     /// Mark a project opened and pre-warm its instance in the runtime (in the background).
@@ -235,13 +177,12 @@ impl Hearth {
         let space = space::resolve_local(&project.path)?;
         let me = self.clone();
         tokio::spawn(async move {
-            match me.runtime_for(&space).await {
-                Ok((_, owner)) => {
-                    if let Err(e) = owner.warm(&space).await {
-                        tracing::warn!(error = %e, "pre-warming the project failed");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "pre-warming the project failed"),
+            let warmed = match me.runtime_for(&space).await {
+                Ok(facade) => facade.warm(&space).await.map_err(AppError::from),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = warmed {
+                tracing::warn!(error = %e, "pre-warming the project failed");
             }
         });
         Ok(())
@@ -261,8 +202,7 @@ impl Hearth {
             }
         }
         let _ = self.store.flush_pending();
-        self.manager.dispose().await;
-        self.registry.dispose().await;
+        self.runtimes.dispose().await;
         self.tools.hooks.gateway().dispose().await;
         if let Some(model) = self.builtin.started() {
             model.shutdown().await;

@@ -8,20 +8,9 @@ use crate::binaries::executable::ProbeEnv;
 use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
 use crate::binaries::opencode::{self as locate, LocateInputs};
 use crate::binaries::ripgrep::{self, RgInputs};
-use crate::scripted_model::{HoldHandle, HoldRule, RequestKind, Script, ScriptedModelServer};
+use super::{AppError, AppResult};
+use crate::scripted_model::{HoldHandle, HoldRule, ModelServerError, RequestKind, Script, ScriptedModelServer};
 use crate::store::{self, Store, BUILTIN_SCRIPTED_BASE_URL};
-
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum SetupError {
-    #[error("{0}")]
-    Runtime(String),
-    #[error("{0}")]
-    Ripgrep(String),
-    #[error("The built-in scripted model could not start: {0}")]
-    Builtin(String),
-    #[error("{0}")]
-    Store(String),
-}
 
 /// Where to look for the binaries (injected: tests and the installed app differ).
 #[derive(Debug, Clone)]
@@ -38,11 +27,10 @@ pub struct Binaries {
     pub rg_dir: PathBuf,
 }
 
-pub async fn locate_binaries(inputs: &BinaryInputs) -> Result<Binaries, SetupError> {
+pub async fn locate_binaries(inputs: &BinaryInputs) -> AppResult<Binaries> {
     let env = ProbeEnv { scratch_home: inputs.probe_home.clone() };
     let (oc, rg) = tokio::join!(locate::locate(&inputs.opencode, &env), ripgrep::locate(&inputs.ripgrep, &env));
-    let oc = oc.map_err(|e| SetupError::Runtime(e.to_string()))?;
-    let rg = rg.map_err(|e| SetupError::Ripgrep(e.to_string()))?;
+    let (oc, rg) = (oc?, rg?);
     let rg_dir = rg.path.parent().map(PathBuf::from).unwrap_or_default();
     Ok(Binaries { opencode: oc.path, rg_dir })
 }
@@ -56,10 +44,10 @@ pub const BUILTIN_HOLD_DIRECTIVE: &str = "[hold]";
 pub struct BuiltinModel(tokio::sync::OnceCell<(Arc<ScriptedModelServer>, HoldHandle)>);
 
 impl BuiltinModel {
-    pub async fn get(&self) -> Result<Arc<ScriptedModelServer>, SetupError> {
+    pub async fn get(&self) -> Result<Arc<ScriptedModelServer>, ModelServerError> {
         self.0
             .get_or_try_init(|| async {
-                let server = ScriptedModelServer::start(Script::default_agent()).map_err(|e| SetupError::Builtin(e.to_string()))?;
+                let server = ScriptedModelServer::start(Script::default_agent())?;
                 // Never released: held requests end when the runtime aborts them.
                 let hold = server.hold(HoldRule::kind(RequestKind::Agent).with_predicate(|r| r.last_user_text().contains(BUILTIN_HOLD_DIRECTIVE)));
                 Ok((Arc::new(server), hold))
@@ -74,7 +62,7 @@ impl BuiltinModel {
 }
 
 /// The runtime configuration for the stored profiles.
-pub async fn runtime_config(store: &Store, binaries: &Binaries, builtin: &BuiltinModel) -> Result<RuntimeConfig, SetupError> {
+pub async fn runtime_config(store: &Store, binaries: &Binaries, builtin: &BuiltinModel) -> AppResult<RuntimeConfig> {
     let s = store.clone();
     let (profiles, settings) = tokio::task::spawn_blocking(move || -> Result<_, store::StoreError> {
         let profiles = s.list_profiles()?;
@@ -87,9 +75,8 @@ pub async fn runtime_config(store: &Store, binaries: &Binaries, builtin: &Builti
             .collect::<Result<Vec<_>, store::StoreError>>()?;
         Ok((with_keys, s.app_settings()?))
     })
-    .await
-    .map_err(|e| SetupError::Store(e.to_string()))?
-    .map_err(|e| SetupError::Store(e.to_string()))?;
+    .await?
+    .map_err(AppError::from)?;
 
     let mut out = Vec::new();
     for (p, key) in profiles {

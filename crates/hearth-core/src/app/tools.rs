@@ -11,7 +11,8 @@ use crate::toolbox::gateway::{
 };
 use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
 use crate::opencode::config::RuntimeConfig;
-use crate::runtime::OPENCODE_FAMILY;
+use crate::opencode::FAMILY as OPENCODE_FAMILY;
+use crate::runtime::RunHooks;
 use crate::toolbox::skills::{self, SkillPackage};
 use crate::store::{McpServer, McpServerInput, Store};
 
@@ -56,18 +57,12 @@ impl Tools {
     pub async fn start(data_dir: &Path) -> AppResult<Self> {
         let db = data_dir.join("knowledge.sqlite3");
         let root = data_dir.join("knowledge");
-        let knowledge = Arc::new(
-            tokio::task::spawn_blocking(move || KnowledgeService::open(db, root))
-                .await
-                .map_err(|e| AppError::Task(e.to_string()))?
-                .map_err(|e| AppError::Tools(e.to_string()))?,
-        );
-        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), ..Default::default() })
-            .await
-            .map_err(|e| AppError::Tools(e.to_string()))?;
+        let knowledge = Arc::new(tokio::task::spawn_blocking(move || KnowledgeService::open(db, root)).await??);
+        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), ..Default::default() }).await?;
         let private = data_dir.join("runtime").join("gateway");
-        let mcp_entry = gw.mcp_entry_with_secret_file(&private).map_err(|e| AppError::Tools(e.to_string()))?;
-        let plugin_url = gateway::plugin_url(&gateway::write_plugin(&private).map_err(|e| AppError::Tools(e.to_string()))?);
+        let mcp_entry = gw.mcp_entry_with_secret_file(&private)?;
+        let plugin = gateway::write_plugin(&private).map_err(|source| AppError::Write { path: private.join(gateway::plugin::PLUGIN_FILE_NAME), source })?;
+        let plugin_url = gateway::plugin_url(&plugin);
         Ok(Self {
             knowledge,
             hooks: GatewayRunHooks::new(Arc::new(gw)),
@@ -89,6 +84,18 @@ impl Tools {
                 Err(e) => tracing::warn!(error = %e, "could not stage skill packages"),
             }
         }
+    }
+}
+
+/// One run's grant; revoking twice (the run's own end, then this) is harmless.
+pub(crate) struct GrantGuard {
+    hooks: Arc<GatewayRunHooks>,
+    request_id: String,
+}
+
+impl Drop for GrantGuard {
+    fn drop(&mut self) {
+        self.hooks.run_ended(&self.request_id);
     }
 }
 
@@ -142,11 +149,12 @@ impl Hearth {
     }
 
     /// The grant of one run: its conversation's libraries and every enabled server assigned to it.
-    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<()> {
+    /// Revoked when the returned guard goes, however the run ended, or if it never started.
+    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<GrantGuard> {
         let servers = blocking(&self.store, |s| s.list_mcp_servers()).await?;
         let custom_servers = servers.into_iter().filter(|m| m.enabled && m.assigned_runtimes.iter().any(|r| r == OPENCODE_FAMILY)).map(|m| m.id).collect();
         self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL });
-        Ok(())
+        Ok(GrantGuard { hooks: self.tools.hooks.clone(), request_id: request_id.to_owned() })
     }
 
     pub async fn list_mcp_servers(&self) -> AppResult<Vec<McpServerView>> {
@@ -195,10 +203,11 @@ impl Hearth {
     /// Copy a skill package folder into Hearth's skills (validated first). Takes effect for
     /// projects opened after the runtime reloads them.
     pub async fn add_skill(&self, folder: String) -> AppResult<SkillView> {
-        let package = skills::load(Path::new(&folder)).map_err(|e| AppError::Tools(e.to_string()))?;
+        let package = skills::load(Path::new(&folder))?;
         let dest = self.tools.skills_source.join(&package.name);
         let src = package.dir.clone();
-        tokio::task::spawn_blocking(move || copy_dir(&src, &dest)).await.map_err(|e| AppError::Task(e.to_string()))?.map_err(|e| AppError::Tools(format!("Hearth could not copy the skill: {e}")))?;
+        let target = dest.clone();
+        tokio::task::spawn_blocking(move || copy_dir(&src, &dest)).await?.map_err(|source| AppError::Write { path: target, source })?;
         Ok(SkillView { name: package.name, description: package.description, path: folder, problem: None })
     }
 
@@ -229,7 +238,7 @@ impl Hearth {
     }
 
     async fn knowledge<T: Send + 'static>(&self, f: impl FnOnce(&KnowledgeService) -> Result<T, crate::knowledge::KnowledgeError> + Send + 'static) -> AppResult<T> {
-        self.tools.knowledge.blocking(f).await.map_err(|e| AppError::Tools(e.to_string()))
+        Ok(self.tools.knowledge.blocking(f).await?)
     }
 }
 

@@ -10,18 +10,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::opencode::client::Client;
-use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
-use crate::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
-use crate::runtime::{AgentRuntime, RunRequest, RuntimeEvent, WorkMode};
+use crate::opencode::OpenCodeRuntime;
+use crate::runtime::{AgentRuntime, RegistryConfig, RuntimeSelection, TurnEnd, WorkspaceRuntime, DEFAULT_FACADE_CAPACITY};
 use crate::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use crate::space::{resolve_local, ExecutionSpace};
 
 use super::corpus::CorpusPlan;
+use super::kit::{self, FoundRuntime};
 use super::measure::Latencies;
 use super::sandbox::Sandbox;
 use super::{isolation_steps, CheckError, CheckReport, ProgressSink, ReportBuilder};
@@ -48,8 +47,6 @@ pub const MARKER: &str = "PROJECT_4242";
 /// Conversation ids inside the sandbox runtime.
 pub const CONVERSATION_A: &str = "selftest-isolation-a";
 pub const CONVERSATION_B: &str = "selftest-isolation-b";
-/// The profile the sandbox runtime uses: the scripted model server.
-pub const PROFILE_ID: &str = "selftest";
 /// What the sabotaged model answers B (a status the runtime does not retry).
 pub const SABOTAGE_STATUS: u16 = 400;
 pub const SABOTAGE_MESSAGE: &str = "Sabotaged self-test: the scripted model refuses conversation B.";
@@ -97,8 +94,10 @@ pub async fn run_isolation_check(
 
 /// Everything the phases share.
 pub(crate) struct Ctx {
-    pub rt: SharedOpenCode,
-    pub runtime: Arc<OpenCodeRuntime>,
+    /// The project's facade, from the app's own wiring: what runs A's and B's turns.
+    pub rt: Arc<WorkspaceRuntime>,
+    /// The runtime behind it, whose HTTP API the probes measure directly.
+    pub runtime: OpenCodeRuntime,
     pub client: Client,
     pub model: ScriptedModelServer,
     pub space: ExecutionSpace,
@@ -137,8 +136,19 @@ async fn run(
     let refuse: Arc<Mutex<Option<String>>> = Arc::default();
     let model =
         ScriptedModelServer::start(script(refuse.clone())).map_err(|e| CheckError::ModelServer(e.to_string()))?;
-    let runtime = OpenCodeRuntime::new(config(opts, &model), sandbox.runtime_root());
-    let rt = SharedOpenCode(runtime.clone());
+    let found = FoundRuntime { binary: opts.runtime_binary.clone(), rg_dir: opts.rg_dir.clone().unwrap_or_default() };
+    let mut config = kit::scripted_config(&found, &model, false);
+    config.rg_dir = opts.rg_dir.clone();
+    let runtimes = kit::runtimes(&sandbox.runtime_root(), None, RegistryConfig::default(), DEFAULT_FACADE_CAPACITY);
+    let selection: RuntimeSelection = Arc::new(config);
+    let rt = match runtimes.get_runtime(&selection, &space).await {
+        Ok(rt) => rt,
+        Err(e) => {
+            model.shutdown().await;
+            return Err(CheckError::Runtime(e.to_string()));
+        }
+    };
+    let runtime = kit::opencode_of(&rt).ok_or_else(|| CheckError::Runtime("the manager made no OpenCode runtime".into()))?;
 
     progress.report("launch", "Starting the runtime inside the sandbox.");
     // A launch is never dropped half-way (its child would be lost): on cancel, let it finish, then
@@ -190,7 +200,8 @@ async fn run(
         other => other,
     };
     progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
-    rt.dispose().await;
+    drop(rt);
+    runtimes.dispose().await;
     let stopped = pid.is_none_or(|pid| !crate::host::procinfo::is_running(pid));
     let sandbox_path = sandbox.path().to_path_buf();
     let removed = sandbox.remove();
@@ -217,26 +228,6 @@ fn script(refuse: Arc<Mutex<Option<String>>>) -> Script {
     })
 }
 
-fn config(opts: &IsolationOptions, model: &ScriptedModelServer) -> RuntimeConfig {
-    RuntimeConfig {
-        binary: opts.runtime_binary.clone(),
-        rg_dir: opts.rg_dir.clone(),
-        profiles: vec![ModelProfile {
-            id: PROFILE_ID.into(),
-            name: "Self-test scripted model".into(),
-            protocol: Protocol::OpenAiChatCompletions,
-            base_url: model.base_url(),
-            model: model.model_id().into(),
-            authentication: Authentication::ApiKey(model.api_key().into()),
-            image_input: false,
-        }],
-        default_profile: PROFILE_ID.into(),
-        plugins: vec![],
-        mcp: Default::default(),
-        skills_paths: vec![],
-    }
-}
-
 /// A finished run: its answer and how long it took.
 #[derive(Debug, Clone)]
 pub(crate) struct RunOk {
@@ -244,41 +235,20 @@ pub(crate) struct RunOk {
     pub took: Duration,
 }
 
-/// One whole prompt through the runtime contract (`run` → `Done`), bounded by `timeout`.
+/// One whole prompt through the runtime contract (`run` → `Ended`), bounded by `timeout`.
 pub(crate) async fn run_prompt(
-    rt: SharedOpenCode,
+    rt: Arc<WorkspaceRuntime>,
     space: ExecutionSpace,
     conversation: &str,
     prompt: String,
     timeout: Duration,
 ) -> Result<RunOk, String> {
-    let started = tokio::time::Instant::now();
-    let request = RunRequest {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        conversation_id: conversation.into(),
-        prompt,
-        work_mode: WorkMode::Execute,
-        images: vec![],
-        profile_id: None,
-        space,
-    };
-    // Dropping the stream (timeout) cancels the run.
-    let mut stream = rt.run(request, CancellationToken::new());
-    let finished = tokio::time::timeout(timeout, async {
-        while let Some(event) = stream.next().await {
-            match event {
-                RuntimeEvent::Done { text, .. } => return Ok(text),
-                RuntimeEvent::Error { message } => return Err(message),
-                _ => {}
-            }
-        }
-        Err("the run ended without an answer".to_string())
-    })
-    .await;
-    match finished {
-        Ok(Ok(text)) => Ok(RunOk { text, took: started.elapsed() }),
-        Ok(Err(message)) => Err(message),
-        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+    let request = kit::run_request(conversation, &prompt, &space);
+    let finished = kit::run_to_end(&*rt, request, CancellationToken::new(), timeout).await?;
+    match finished.end {
+        TurnEnd::Done { text, .. } => Ok(RunOk { text, took: finished.took }),
+        TurnEnd::Cancelled => Err("the run was cancelled".into()),
+        TurnEnd::Failed(f) => Err(f.message),
     }
 }
 

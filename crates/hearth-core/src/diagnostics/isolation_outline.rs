@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
+use crate::opencode::wire::{Part, ToolState};
+
 use super::isolation::Ctx;
 use super::isolation_steps::runtime_err;
 use super::outline::{conversation_outline, ToolCount};
@@ -27,13 +29,14 @@ pub const HEARTBEAT_PAUSE: Duration = Duration::from_millis(5);
 pub(crate) async fn seed_outline(ctx: &Ctx, b: &str, report: &mut ReportBuilder) -> Result<String, CheckError> {
     ctx.progress.report("outline-seed", format!("Storing a {OUTLINE_ENTRIES}-turn conversation for the outline."));
     let started = Instant::now();
-    let b_messages = ctx.client.messages(ctx.dir(), b).await.map_err(runtime_err)?;
+    // The stored part as the runtime sent it: copied as a template, so kept as JSON.
+    let b_messages = ctx.client.messages_json(ctx.dir(), b).await.map_err(runtime_err)?;
     let template = b_messages
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|m| m["parts"].as_array().into_iter().flatten())
-        .find(|p| p["type"] == "tool" && p["state"]["status"] == "completed")
+        .find(|p| serde_json::from_value::<Part>((*p).clone()).is_ok_and(|part| matches!(part, Part::Tool(t) if matches!(t.state, ToolState::Completed { .. }))))
         .cloned()
         .ok_or_else(|| CheckError::Step("B's first turn stored no completed tool call to copy".into()))?;
     let permission = json!([{ "permission": "external_directory", "pattern": "*", "action": "deny" }]);
@@ -41,13 +44,8 @@ pub(crate) async fn seed_outline(ctx: &Ctx, b: &str, report: &mut ReportBuilder)
         ctx.client.create_session(ctx.dir(), "Hearth self-test outline", &permission).await.map_err(runtime_err)?;
     let mut message_ids = Vec::with_capacity(OUTLINE_ENTRIES);
     for i in 0..OUTLINE_ENTRIES {
-        let stored = ctx
-            .client
-            .store_user_message(ctx.dir(), &session, &format!("Outline turn {i}: read marker.txt"))
-            .await
-            .map_err(runtime_err)?;
-        let id = stored["info"]["id"].as_str().ok_or_else(|| CheckError::Step("a stored message has no id".into()))?;
-        message_ids.push(id.to_string());
+        let id = ctx.client.store_user_message(ctx.dir(), &session, &format!("Outline turn {i}: read marker.txt")).await.map_err(runtime_err)?;
+        message_ids.push(id);
     }
     let output = "x".repeat(OUTLINE_TOOL_OUTPUT_BYTES);
     // Owned items: a borrowed stream item trips the compiler's Send check of the whole check.

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::opencode::client::ApiError;
+use crate::opencode::wire::{Event, Part, SessionStatus, StatusMap, StoredMessage};
 use crate::runtime::{AgentRuntime, CompactRequest};
 use crate::scripted_model::{HoldRule, RequestKind};
 
@@ -96,6 +97,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
                 conversation_id: CONVERSATION_A.into(),
                 profile_id: None,
                 space,
+                native_session: None,
             };
             (rt.compact_conversation(request, CancellationToken::new()).await, Instant::now())
         })
@@ -162,7 +164,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         let (failures, status) = probe(ctx, "held", Some(&a), &b).await;
         held_failures.extend(failures);
         if !status.as_ref().is_some_and(|s| active(s, &a)) {
-            held_failures.push(format!("the session status did not show A active: {}", status.unwrap_or_default()));
+            held_failures.push(format!("the session status did not show A active: {:?}", status.unwrap_or_default()));
         }
         tokio::time::sleep(PROBE_PAUSE).await;
     }
@@ -199,7 +201,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         both_active,
         match (&status, b_caught) {
             (_, false) => format!("B's request did not reach the model server within {} s", B_HOLD_TIMEOUT.as_secs()),
-            (Ok(s), true) => format!("session status: {s}"),
+            (Ok(s), true) => format!("session status: {s:?}"),
             (Err(e), true) => format!("the session status failed: {e}"),
         },
     );
@@ -254,7 +256,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let released_at = Instant::now();
     hold_a.release();
     let finished = tokio::time::timeout(COMPACTION_FINISH_TIMEOUT, compaction.join()).await;
-    let compacted_event = log_a.wait_for(released_at, EVENT_TIMEOUT, |e| e.kind == "session.compacted").await;
+    let compacted_event = log_a.wait_for(released_at, EVENT_TIMEOUT, |e| matches!(*e.event, Event::SessionCompacted(_))).await;
     let summary = ctx.client.messages(ctx.dir(), &a).await.map(|m| has_summary(&m));
     let detail = match &finished {
         Err(_) => format!("the compaction did not finish within {} s of release", COMPACTION_FINISH_TIMEOUT.as_secs()),
@@ -342,7 +344,7 @@ async fn get_session(ctx: &Ctx, id: &str) -> Result<Value, ApiError> {
 
 /// One round of reads: runtime info, A's session (if given), B's session and messages, and the
 /// session status. Returns the failures and the status.
-async fn probe(ctx: &Ctx, phase: &str, a: Option<&str>, b: &str) -> (Vec<String>, Option<Value>) {
+async fn probe(ctx: &Ctx, phase: &str, a: Option<&str>, b: &str) -> (Vec<String>, Option<StatusMap>) {
     let name = |op: &str| format!("{phase} · {op}");
     let (info, get_a, get_b, messages_b, status) = tokio::join!(
         ctx.lat.measure(&name("runtime info"), ctx.client.health()),
@@ -365,14 +367,12 @@ async fn probe(ctx: &Ctx, phase: &str, a: Option<&str>, b: &str) -> (Vec<String>
 }
 
 /// `GET /session/status` lists busy and retrying sessions; idle ones are left out.
-fn active(status: &Value, session: &str) -> bool {
-    status.get(session).is_some_and(|s| s["type"] != "idle")
+fn active(status: &StatusMap, session: &str) -> bool {
+    status.get(session).is_some_and(|s| *s != SessionStatus::Idle)
 }
 
-fn has_summary(messages: &Value) -> bool {
-    messages
-        .as_array()
-        .is_some_and(|all| all.iter().any(|m| m["info"]["role"] == "assistant" && m["info"]["summary"] == true))
+fn has_summary(messages: &[StoredMessage]) -> bool {
+    messages.iter().any(|m| m.info.is_compaction_summary())
 }
 
 /// Store the corpus in A as user messages the model is not asked to answer.
@@ -400,13 +400,10 @@ async fn corpus(ctx: &Ctx, a: &str, report: &mut ReportBuilder) -> Result<(), Ch
     report.figure(Figure::value("corpus store time", "ms", ms(started.elapsed())));
     let messages = ctx.client.messages(ctx.dir(), a).await.map_err(runtime_err)?;
     let mut stored = CorpusScan::default();
-    for text in messages
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| m["parts"].as_array().into_iter().flatten())
-        .filter_map(|p| p["text"].as_str())
-    {
+    for text in messages.iter().flat_map(|m| &m.parts).filter_map(|p| match p {
+        Part::Text(t) => Some(t.text.as_str()),
+        _ => None,
+    }) {
         let scan = CorpusScan::of(text.as_bytes());
         stored.canaries.extend(scan.canaries);
         stored.fill_bytes += scan.fill_bytes;

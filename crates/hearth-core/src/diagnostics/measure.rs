@@ -2,10 +2,11 @@
 //! runtime events with the instant each reached Hearth.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::opencode::event_hub::{HubEvent, Subscription};
+use crate::opencode::wire::Event;
 
 use super::{ms, Figure};
 
@@ -57,21 +58,16 @@ impl Latencies {
     }
 }
 
-/// One event as logged (without its payload: parts can be hundreds of KiB).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One event as it reached Hearth, and when.
+#[derive(Debug, Clone)]
 pub struct LoggedEvent {
-    pub kind: String,
-    /// `part.type` of `message.part.updated` events.
-    pub part_type: Option<String>,
+    pub event: Arc<Event>,
     pub received: Instant,
 }
 
 impl LoggedEvent {
-    /// Caused by a model response: streamed text, or a tool part the model asked for. (Text part
-    /// updates are not counted: the prompt's own text part can reach Hearth after the request.)
     pub fn is_model_output(&self) -> bool {
-        self.kind == "message.part.delta"
-            || (self.kind == "message.part.updated" && self.part_type.as_deref() == Some("tool"))
+        self.event.is_model_output()
     }
 }
 
@@ -89,10 +85,7 @@ impl EventLog {
 
     fn push(&mut self, event: HubEvent) {
         match event {
-            HubEvent::Event { kind, properties, received, .. } => {
-                let part_type = properties["part"]["type"].as_str().map(str::to_string);
-                self.events.push(LoggedEvent { kind, part_type, received });
-            }
+            HubEvent::Event { event, received, .. } => self.events.push(LoggedEvent { event, received }),
             HubEvent::Reconnected => self.reconnects += 1,
         }
     }
@@ -137,8 +130,8 @@ impl EventLog {
             .collect()
     }
 
-    pub fn count(&mut self, kind: &str) -> usize {
-        self.drain().iter().filter(|e| e.kind == kind).count()
+    pub fn count(&mut self, pred: impl Fn(&Event) -> bool) -> usize {
+        self.drain().iter().filter(|e| pred(&e.event)).count()
     }
 }
 
@@ -160,15 +153,12 @@ mod tests {
 
     #[test]
     fn model_output_events() {
-        let e = |kind: &str, part: Option<&str>| LoggedEvent {
-            kind: kind.into(),
-            part_type: part.map(String::from),
-            received: Instant::now(),
-        };
-        assert!(e("message.part.delta", None).is_model_output());
-        assert!(e("message.part.updated", Some("tool")).is_model_output());
-        assert!(!e("message.part.updated", Some("step-start")).is_model_output());
-        assert!(!e("message.part.updated", Some("text")).is_model_output());
-        assert!(!e("session.status", None).is_model_output());
+        let e = |json: &str| LoggedEvent { event: Arc::new(crate::opencode::wire::Envelope::decode(json).unwrap().payload), received: Instant::now() };
+        let part = |kind: &str| format!(r#"{{"type":"message.part.updated","properties":{{"part":{{"type":"{kind}","id":"p","sessionID":"s","messageID":"m","callID":"c","tool":"read","state":{{"status":"running","input":{{}}}}}}}}}}"#);
+        assert!(e(r#"{"type":"message.part.delta","properties":{"sessionID":"s","messageID":"m","partID":"p","field":"text","delta":"x"}}"#).is_model_output());
+        assert!(e(&part("tool")).is_model_output());
+        assert!(!e(&part("step-start")).is_model_output());
+        assert!(!e(&part("text")).is_model_output());
+        assert!(!e(r#"{"type":"session.status","properties":{"sessionID":"s","status":{"type":"busy"}}}"#).is_model_output());
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod corpus;
 pub mod isolation;
+pub mod kit;
 mod isolation_outline;
 mod isolation_steps;
 pub mod measure;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use crate::opencode::wire::{Part, Role, StoredMessage, ToolState};
 
 /// Characters of the prompt kept in an outline line.
 pub const OUTLINE_PROMPT_CHARS: usize = 120;
@@ -36,9 +36,9 @@ pub struct OutlineEntry {
     pub replies: u32,
 }
 
-/// The outline of a runtime message list (`GET /session/{id}/message`: `[{info, parts}]`, oldest
-/// first). Messages before the first user message have no turn and are skipped.
-pub fn conversation_outline(messages: &Value) -> Vec<OutlineEntry> {
+/// The outline of a session's stored messages (oldest first). Messages before the first user
+/// message have no turn and are skipped.
+pub fn conversation_outline(messages: &[StoredMessage]) -> Vec<OutlineEntry> {
     let mut entries: Vec<OutlineEntry> = Vec::new();
     let mut counts: BTreeMap<String, u32> = BTreeMap::new();
     let flush = |entries: &mut Vec<OutlineEntry>, counts: &mut BTreeMap<String, u32>| {
@@ -46,14 +46,13 @@ pub fn conversation_outline(messages: &Value) -> Vec<OutlineEntry> {
             last.tools = std::mem::take(counts).into_iter().map(|(tool, count)| ToolCount { tool, count }).collect();
         }
     };
-    for message in messages.as_array().map(Vec::as_slice).unwrap_or_default() {
-        let parts = message["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
-        if message["info"]["role"] == "user" {
+    for message in messages {
+        if message.info.role == Role::User {
             flush(&mut entries, &mut counts);
             entries.push(OutlineEntry {
                 index: u32::try_from(entries.len()).unwrap_or(u32::MAX),
-                message_id: message["info"]["id"].as_str().unwrap_or_default().into(),
-                prompt: prompt_line(parts),
+                message_id: message.info.id.clone(),
+                prompt: prompt_line(&message.parts),
                 tool_calls: 0,
                 tools: Vec::new(),
                 tool_errors: 0,
@@ -64,26 +63,31 @@ pub fn conversation_outline(messages: &Value) -> Vec<OutlineEntry> {
         }
         let Some(entry) = entries.last_mut() else { continue };
         // Tool parts count wherever the runtime stored them in the turn.
-        for part in parts.iter().filter(|p| p["type"] == "tool") {
+        for tool in message.parts.iter().filter_map(|p| match p {
+            Part::Tool(t) => Some(t),
+            _ => None,
+        }) {
             entry.tool_calls += 1;
-            if part["state"]["status"] == "error" {
+            if matches!(tool.state, ToolState::Error { .. }) {
                 entry.tool_errors += 1;
             }
-            *counts.entry(part["tool"].as_str().unwrap_or("unknown").to_string()).or_default() += 1;
+            *counts.entry(tool.tool.clone()).or_default() += 1;
         }
     }
     flush(&mut entries, &mut counts);
     entries
 }
 
-fn prompt_line(parts: &[Value]) -> String {
-    if parts.iter().any(|p| p["type"] == "compaction") {
+fn prompt_line(parts: &[Part]) -> String {
+    if parts.iter().any(|p| matches!(p, Part::Compaction(_))) {
         return "(compaction)".into();
     }
     let text = parts
         .iter()
-        .filter(|p| p["type"] == "text" && p["synthetic"] != true)
-        .filter_map(|p| p["text"].as_str())
+        .filter_map(|p| match p {
+            Part::Text(t) if !t.synthetic => Some(t.text.as_str()),
+            _ => None,
+        })
         .flat_map(str::lines)
         .map(str::trim)
         .find(|line| !line.is_empty())
@@ -94,10 +98,25 @@ fn prompt_line(parts: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn tool(name: &str, status: &str) -> Value {
         json!({"type": "tool", "tool": name, "callID": "c", "state": {"status": status}})
+    }
+
+    /// Fill in the ids every stored part and message carries, then decode.
+    fn stored(messages: Value) -> Vec<StoredMessage> {
+        let mut messages = messages;
+        for m in messages.as_array_mut().unwrap() {
+            let id = m["info"]["id"].clone();
+            m["info"]["sessionID"] = json!("ses_1");
+            for (i, p) in m["parts"].as_array_mut().unwrap().iter_mut().enumerate() {
+                p["id"] = json!(format!("prt_{i}"));
+                p["sessionID"] = json!("ses_1");
+                p["messageID"] = id.clone();
+            }
+        }
+        serde_json::from_value(messages).unwrap()
     }
 
     /// Shaped like the real runtime's list for "Read marker.txt" (user; assistant with a tool;
@@ -112,7 +131,7 @@ mod tests {
             {"info": {"id": "msg_5", "role": "user"}, "parts": [{"type": "compaction", "auto": false}]},
             {"info": {"id": "msg_6", "role": "assistant", "summary": true}, "parts": [{"type": "text", "text": "summary"}]}
         ]);
-        let outline = conversation_outline(&messages);
+        let outline = conversation_outline(&stored(messages));
         assert_eq!(outline.len(), 3);
         assert_eq!(outline[0].prompt, "Read marker.txt");
         assert_eq!(outline[0].message_id, "msg_1");
@@ -133,9 +152,9 @@ mod tests {
             {"info": {"id": "msg_0", "role": "assistant"}, "parts": [tool("read", "completed")]},
             {"info": {"id": "msg_1", "role": "user"}, "parts": [{"type": "text", "text": "turn"}, tool("read", "completed")]}
         ]);
-        let outline = conversation_outline(&messages);
+        let outline = conversation_outline(&stored(messages));
         assert_eq!(outline.len(), 1, "no turn before the first user message");
         assert_eq!(outline[0].tools, vec![ToolCount { tool: "read".into(), count: 1 }]);
-        assert!(conversation_outline(&json!({"not": "a list"})).is_empty());
+        assert!(conversation_outline(&[]).is_empty());
     }
 }

@@ -19,16 +19,13 @@ use crate::toolbox::gateway::{
     plugin_url, write_plugin, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
     GATEWAY_MCP_NAME,
 };
-use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
-use crate::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
-use crate::runtime::{
-    AgentRuntime, LocalRuntimeRegistry, ProcessRuntime, RunHooks, RuntimeSelection, SelectedRuntimeManager, WorkspaceRuntime,
-    OPENCODE_FAMILY,
-};
+use crate::opencode::{OpenCodeRuntime, FAMILY as OPENCODE_FAMILY};
+use crate::runtime::{AgentRuntime, RegistryConfig, RunHooks, RuntimeSelection, SelectedRuntimeManager, WorkspaceRuntime};
 use crate::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
 use crate::toolbox::skills;
 use crate::space::{resolve_local, ExecutionSpace};
 
+use super::kit::{self, FoundRuntime};
 use super::sandbox::Sandbox;
 use super::{ms, reuse_steps, CheckError, CheckReport, Figure, ProgressSink, ReportBuilder};
 
@@ -52,8 +49,6 @@ pub const GATEWAY_SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const STOP_WAIT: Duration = Duration::from_secs(10);
 /// The manager keeps one facade: eviction must never stop the shared process.
 pub const MANAGER_CAPACITY: usize = 1;
-/// The profile the sandbox runtime uses: the scripted model server.
-pub const PROFILE_ID: &str = "selftest";
 /// The embedded skill (the installed app has no repository to read it from).
 pub const SKILL_NAME: &str = "web-3d-game";
 pub const SKILL_CANARY: &str = "HEARTH_SKILL_WEB_3D_GAME";
@@ -122,8 +117,9 @@ pub(crate) struct Ctx {
     pub hooks: Option<Arc<GatewayRunHooks>>,
     /// The tool results the model saw at the capability step of each full-seed run.
     pub capability_results: Arc<Mutex<Vec<String>>>,
-    pub runtime: Arc<OpenCodeRuntime>,
-    pub created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
+    /// The one runtime behind every facade.
+    pub runtime: OpenCodeRuntime,
+    pub runtimes: Arc<SelectedRuntimeManager>,
     pub progress: ProgressSink,
 }
 
@@ -138,9 +134,7 @@ struct Owned {
     sandbox: Sandbox,
     model: Arc<ScriptedModelServer>,
     hooks: Option<Arc<GatewayRunHooks>>,
-    registry: Arc<LocalRuntimeRegistry>,
-    manager: Option<SelectedRuntimeManager>,
-    created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
+    runtimes: Option<Arc<SelectedRuntimeManager>>,
 }
 
 async fn run(
@@ -159,14 +153,7 @@ async fn run(
         ScriptedModelServer::start(if full_seed { seed_script(capability_results.clone()) } else { Script::default_agent() })
             .map_err(|e| CheckError::ModelServer(e.to_string()))?,
     );
-    let mut owned = Owned {
-        sandbox,
-        model,
-        hooks: None,
-        registry: Arc::new(LocalRuntimeRegistry::new()),
-        manager: None,
-        created: Arc::default(),
-    };
+    let mut owned = Owned { sandbox, model, hooks: None, runtimes: None };
     // Cancellation is handled inside: the launch must not be dropped half-way.
     let outcome = setup_and_steps(opts, progress, cancel, report, &mut owned, capability_results, version).await;
     cleanup(owned, progress, report).await;
@@ -189,8 +176,10 @@ async fn setup_and_steps(
         let dir = owned.sandbox.project(&format!("project-{i}"), &[("marker.txt", &marker)]).map_err(|e| sandbox_err(&e))?;
         spaces.push(resolve_local(&dir).map_err(|e| sandbox_err(&e))?);
     }
-    let mut config = config(opts, &owned.model, opts.projects == FULL_SEED_PROJECTS);
-    let mut options = RuntimeOptions::default();
+    let found = FoundRuntime { binary: opts.runtime_binary.clone(), rg_dir: opts.rg_dir.clone().unwrap_or_default() };
+    let mut config = kit::scripted_config(&found, &owned.model, opts.projects == FULL_SEED_PROJECTS);
+    config.rg_dir = opts.rg_dir.clone();
+    let mut run_hooks: Option<Arc<dyn RunHooks>> = None;
     if opts.projects == FULL_SEED_PROJECTS {
         progress.report("gateway", "Starting the gateway with the fixture MCP server, and staging the skill.");
         let gateway = Arc::new(Gateway::start(GatewayOptions::default()).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
@@ -212,23 +201,24 @@ async fn setup_and_steps(
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
         config.plugins.push(plugin_url(&write_plugin(&private).map_err(|e| sandbox_err(&e))?));
         config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
-        options.hooks = Some(hooks as Arc<dyn RunHooks>);
+        run_hooks = Some(hooks as Arc<dyn RunHooks>);
     }
 
     if cancel.is_cancelled() {
         return Err(CheckError::Cancelled);
     }
-    let key = config.key();
-    let manager = manager(owned.registry.clone(), owned.created.clone(), config, owned.sandbox.runtime_root(), options);
-    let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key };
+    // The app's own wiring, rooted in the sandbox, with a facade capacity of 1: eviction must never
+    // stop the shared process.
+    let runtimes = Arc::new(kit::runtimes(&owned.sandbox.runtime_root(), run_hooks, RegistryConfig::default(), MANAGER_CAPACITY));
+    owned.runtimes = Some(runtimes.clone());
+    let selection: RuntimeSelection = Arc::new(config);
     let mut facades = Vec::new();
     for space in &spaces {
-        let facade = manager.get_runtime(&selection, space).await.map_err(|e| CheckError::Runtime(e.to_string()));
+        let facade = runtimes.get_runtime(&selection, space).await.map_err(|e| CheckError::Runtime(e.to_string()));
         facades.push(facade?);
     }
-    owned.manager = Some(manager);
-    let runtime = owned.created.lock().unwrap_or_else(|p| p.into_inner()).first().cloned();
-    let runtime = runtime.ok_or_else(|| CheckError::Runtime("the registry created no runtime".into()))?;
+    let runtime = facades.first().and_then(|f| kit::opencode_of(f));
+    let runtime = runtime.ok_or_else(|| CheckError::Runtime("the manager made no OpenCode runtime".into()))?;
 
     progress.report("launch", "Starting the one runtime every project shares.");
     let started = Instant::now();
@@ -247,7 +237,7 @@ async fn setup_and_steps(
     };
     launched?;
     report.figure(Figure::value("runtime launch", "ms", ms(started.elapsed())));
-    *version = SharedOpenCode(runtime.clone()).status().version;
+    *version = runtime.status().version;
 
     let ctx = Ctx {
         facades,
@@ -256,7 +246,7 @@ async fn setup_and_steps(
         hooks: owned.hooks.clone(),
         capability_results,
         runtime,
-        created: owned.created.clone(),
+        runtimes,
         progress: progress.clone(),
     };
     tokio::select! {
@@ -268,17 +258,13 @@ async fn setup_and_steps(
 /// Stop the runtime, the gateway (and its fixture child) and the model server; remove the sandbox.
 async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuilder) {
     progress.report("cleanup", "Stopping the runtime, the gateway and the model server; removing the sandbox.");
-    let pids: Vec<u32> = owned
-        .created
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .filter_map(|rt| SharedOpenCode(rt.clone()).status().pid)
-        .collect();
-    if let Some(manager) = &owned.manager {
-        manager.dispose().await;
+    let pids: Vec<u32> = match &owned.runtimes {
+        Some(runtimes) => runtimes.runtimes().iter().filter_map(|r| r.runtime.pid).collect(),
+        None => Vec::new(),
+    };
+    if let Some(runtimes) = &owned.runtimes {
+        runtimes.dispose().await;
     }
-    owned.registry.dispose().await;
     let mut fixture_pid = None;
     if let Some(hooks) = &owned.hooks {
         fixture_pid = hooks.gateway().custom_server_pid(FIXTURE_SERVER_ID).await;
@@ -287,7 +273,7 @@ async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuild
     owned.model.shutdown().await;
     let mut left: Vec<u32> = Vec::new();
     for pid in pids.iter().chain(fixture_pid.iter()) {
-        if !gone_within(*pid, STOP_WAIT).await {
+        if !kit::gone_within(*pid, STOP_WAIT).await {
             left.push(*pid);
         }
     }
@@ -304,52 +290,9 @@ async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuild
     report.check("No runtime process left and the sandbox removed", removed.is_ok() && left.is_empty(), detail);
 }
 
-/// Wait up to `limit` for `pid` to be gone.
-async fn gone_within(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while crate::host::procinfo::is_running(pid) {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    true
-}
-
 /// The marker of project `i`; its runs must answer exactly this.
 pub fn marker(i: usize) -> String {
     format!("PROJECT_{i}")
-}
-
-/// The app's production wiring, with a facade capacity of 1.
-fn manager(
-    registry: Arc<LocalRuntimeRegistry>,
-    created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>>,
-    config: RuntimeConfig,
-    root: PathBuf,
-    options: RuntimeOptions,
-) -> SelectedRuntimeManager {
-    let release_registry = registry.clone();
-    SelectedRuntimeManager::new(
-        MANAGER_CAPACITY,
-        move |selection: RuntimeSelection, space| {
-            let (registry, created, config, root, options) =
-                (registry.clone(), created.clone(), config.clone(), root.clone(), options.clone());
-            async move {
-                registry
-                    .acquire(OPENCODE_FAMILY, selection.key, space, move || {
-                        let rt = OpenCodeRuntime::with_options(config, root, options);
-                        created.lock().unwrap_or_else(|p| p.into_inner()).push(rt.clone());
-                        Ok(Arc::new(SharedOpenCode(rt)) as Arc<dyn ProcessRuntime>)
-                    })
-                    .await
-            }
-        },
-        move |id: String| {
-            let registry = release_registry.clone();
-            async move { registry.release_conversation(&id).await }
-        },
-    )
 }
 
 /// goodbuddy's full seed: read the marker, load the skill, call the fixture MCP server through the
@@ -405,26 +348,6 @@ fn stage_skill(root: &std::path::Path) -> Result<PathBuf, skills::SkillError> {
         .map_err(|e| skills::SkillError::Stage(source.clone(), e.to_string()))?;
     let package = skills::load(&source)?;
     skills::stage(&[package], &root.join("skills"))
-}
-
-fn config(opts: &ReuseOptions, model: &ScriptedModelServer, image_input: bool) -> RuntimeConfig {
-    RuntimeConfig {
-        binary: opts.runtime_binary.clone(),
-        rg_dir: opts.rg_dir.clone(),
-        profiles: vec![ModelProfile {
-            id: PROFILE_ID.into(),
-            name: "Self-test scripted model".into(),
-            protocol: Protocol::OpenAiChatCompletions,
-            base_url: model.base_url(),
-            model: model.model_id().into(),
-            authentication: Authentication::ApiKey(model.api_key().into()),
-            image_input,
-        }],
-        default_profile: PROFILE_ID.into(),
-        plugins: vec![],
-        mcp: Default::default(),
-        skills_paths: vec![],
-    }
 }
 
 #[cfg(test)]

@@ -3,20 +3,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL};
-use crate::opencode::runtime::SharedOpenCode;
-use crate::runtime::{
-    AgentRuntime, CompactRequest, ImageInput, RegistryConfig, RunRequest, RuntimeEvent, WorkMode,
-    WorkspaceRuntime,
-};
+use crate::runtime::{AgentRuntime, CompactRequest, ImageInput, RegistryConfig, TurnEnd, WorkspaceRuntime};
 use crate::scripted_model::RequestKind;
+use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL};
 
+use super::kit;
 use super::reuse::{marker, Ctx, CONVERSATIONS_PER_PROJECT, FIXTURE_SERVER_ID, RUN_TIMEOUT, SKILL_CANARY, WAVES};
 use super::{ms, CheckError, Figure, ReportBuilder};
 
@@ -111,6 +107,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             conversation_id: conversation.clone(),
             profile_id: None,
             space: facade.space().clone(),
+            native_session: sessions.get(&conversation).cloned(),
         };
         match tokio::time::timeout(RUN_TIMEOUT, facade.compact_conversation(request, CancellationToken::new())).await {
             Ok(Ok(o)) if o.compacted && Some(&o.native_session_id) == sessions.get(&conversation) => {}
@@ -144,38 +141,23 @@ async fn one_run(
     wave: usize,
     image: Option<Vec<u8>>,
 ) -> RunResult {
-    let request = RunRequest {
-        request_id: request_id.clone(),
-        conversation_id: conversation.clone(),
-        prompt: format!("Read marker.txt for wave {wave}. REQUEST_{request_id}"),
-        work_mode: WorkMode::Execute,
-        images: image
-            .map(|bytes| vec![ImageInput { name: format!("project-{project}.png"), media_type: "image/png".into(), bytes: Arc::new(bytes) }])
-            .unwrap_or_default(),
-        profile_id: None,
-        space: facade.space().clone(),
-    };
-    let started = Instant::now();
-    // Dropping the stream (timeout, cancellation) cancels the run.
-    let mut stream = facade.run(request, CancellationToken::new());
-    let all = async {
-        let (mut streamed, mut tools) = (String::new(), Vec::new());
-        while let Some(ev) = stream.next().await {
-            match ev {
-                RuntimeEvent::TextDelta { text } => streamed.push_str(&text),
-                RuntimeEvent::ToolFinished { tool, output, .. } => tools.push((tool, output)),
-                RuntimeEvent::Done { native_session_id, text } => {
-                    return Ok(Finished { streamed, final_text: text, session: native_session_id, tools, took: started.elapsed() })
-                }
-                RuntimeEvent::Error { message } => return Err(message),
-                _ => {}
-            }
-        }
-        Err("the run ended without an answer".to_string())
-    };
-    let outcome = match tokio::time::timeout(RUN_TIMEOUT, all).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {} s", RUN_TIMEOUT.as_secs())),
+    let mut request = kit::run_request(&conversation, &format!("Read marker.txt for wave {wave}. REQUEST_{request_id}"), facade.space());
+    request.request_id = request_id.clone();
+    request.images = image
+        .map(|bytes| vec![ImageInput { name: format!("project-{project}.png"), media_type: "image/png".into(), bytes: Arc::new(bytes) }])
+        .unwrap_or_default();
+    let outcome = match kit::run_to_end(&*facade, request, CancellationToken::new(), RUN_TIMEOUT).await {
+        Ok(finished) => match &finished.end {
+            TurnEnd::Done { native_session_id, text } => Ok(Finished {
+                streamed: finished.streamed(),
+                final_text: text.clone(),
+                session: native_session_id.clone(),
+                tools: finished.tools().into_iter().map(|(tool, output, _)| (tool, output)).collect(),
+                took: finished.took,
+            }),
+            other => Err(format!("{other:?}")),
+        },
+        Err(e) => Err(e),
     };
     RunResult { project, conversation, request_id, outcome }
 }
@@ -331,14 +313,14 @@ async fn verify_runtime(ctx: &Ctx, report: &mut ReportBuilder) {
         owners.len() == 1 && !owners.contains(&None),
         format!("{} facades, owners {owners:?}, manager capacity {}", ctx.facades.len(), super::reuse::MANAGER_CAPACITY),
     );
-    let created = ctx.created.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let created = ctx.runtimes.runtime_count();
     let launches = ctx.runtime.launches();
     report.check(
         "One runtime launch",
         created == 1 && launches == 1,
         format!("{created} runtime created, launched {launches} time(s)"),
     );
-    let status = SharedOpenCode(ctx.runtime.clone()).status();
+    let status = ctx.runtime.status();
     let warm = RegistryConfig::default().max_warm_instances;
     report.check(
         "Idle project instances bounded inside the runtime",

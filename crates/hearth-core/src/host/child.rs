@@ -1,10 +1,21 @@
 //! Child processes that never outlive Hearth: each in its own process group (so a stop reaches its
 //! children too), with a parent-death signal, spawned from one long-lived thread — Linux fires that
-//! signal when the forking THREAD exits, not the process, so a retiring pool thread must not fork.
+//! signal when the forking THREAD exits, not the process, so a retiring pool thread must not fork —
+//! and stopped by one function, [`stop_group`], with one grace period.
+//!
+//! The crate's one `unsafe` block is here: the code that runs between fork and exec.
 
+use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
 
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+
+/// Between SIGTERM and SIGKILL of a group. The runtime swallows a SIGTERM that lands during its
+/// background npm install, so the escalation is not optional.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Put `cmd` in its own process group and have the kernel kill it if Hearth dies.
 pub fn contain(cmd: &mut Command) {
@@ -13,10 +24,10 @@ pub fn contain(cmd: &mut Command) {
     // SAFETY: only async-signal-safe calls (prctl, getppid, kill) between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             // Hearth died between fork and prctl: the signal was missed, so act on it now.
-            if libc::getppid() == 1 {
-                libc::kill(libc::getpid(), libc::SIGKILL);
+            if nix::unistd::getppid() == Pid::from_raw(1) {
+                let _ = nix::sys::signal::raise(Signal::SIGKILL);
             }
             Ok(())
         });
@@ -48,4 +59,81 @@ pub async fn spawn(mut cmd: Command) -> std::io::Result<Child> {
     });
     sender.lock().unwrap().send(job).map_err(|_| std::io::Error::other("launcher thread is gone"))?;
     rx.await.map_err(|_| std::io::Error::other("launcher thread dropped the job"))?
+}
+
+/// Send `signal` to every process of the group `pgid`. A group that is already gone is fine.
+pub fn signal_group(pgid: u32, signal: Signal) {
+    if let Ok(pgid) = i32::try_from(pgid) {
+        let _ = killpg(Pid::from_raw(pgid), signal);
+    }
+}
+
+/// Stop the process group `pgid`: SIGTERM, then — once `leader_gone` resolves or [`STOP_GRACE`]
+/// passes, whichever is first — SIGKILL for whatever is left of the group. Returns when
+/// `leader_gone` has resolved (or a further grace passed after the SIGKILL).
+pub async fn stop_group(pgid: u32, leader_gone: impl Future<Output = ()>) {
+    signal_group(pgid, Signal::SIGTERM);
+    tokio::pin!(leader_gone);
+    let in_time = tokio::time::timeout(STOP_GRACE, &mut leader_gone).await.is_ok();
+    if !in_time {
+        tracing::warn!(pgid, "a process group ignored SIGTERM; killing it");
+    }
+    // Even when the leader left in time, members of its group may linger.
+    signal_group(pgid, Signal::SIGKILL);
+    if !in_time && tokio::time::timeout(STOP_GRACE, leader_gone).await.is_err() {
+        tracing::warn!(pgid, "a process group leader survived SIGKILL");
+    }
+}
+
+/// Stop a child Hearth spawned (its own group) and reap it.
+pub async fn stop_child(child: &mut Child) {
+    let Some(pid) = child.id() else { return };
+    stop_group(pid, async {
+        let _ = child.wait().await;
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::procinfo::is_running;
+
+    #[tokio::test]
+    async fn a_group_that_ignores_sigterm_is_killed_after_the_grace_with_its_children() {
+        let tmp = tempfile::tempdir().unwrap();
+        let grandchild = tmp.path().join("gc");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("trap '' TERM; (trap '' TERM; exec sleep 60) & echo $! > {}; while true; do sleep 1; done", grandchild.display()));
+        contain(&mut cmd);
+        let mut child = spawn(cmd).await.unwrap();
+        let pid = child.id().unwrap();
+        let gc = loop {
+            if let Some(pid) = std::fs::read_to_string(&grandchild).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+                break pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let t0 = std::time::Instant::now();
+        stop_child(&mut child).await;
+        assert!(t0.elapsed() >= STOP_GRACE - Duration::from_millis(100), "SIGKILL came before the grace");
+        assert!(!is_running(pid), "the leader survived");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while is_running(gc) {
+            assert!(std::time::Instant::now() < deadline, "the group's other member survived");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_that_obeys_sigterm_stops_at_once() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("60");
+        contain(&mut cmd);
+        let mut child = spawn(cmd).await.unwrap();
+        let t0 = std::time::Instant::now();
+        stop_child(&mut child).await;
+        assert!(t0.elapsed() < STOP_GRACE, "waited the whole grace for a process that obeyed");
+        assert!(child.try_wait().unwrap().is_some());
+    }
 }

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How long swept processes get between SIGTERM and SIGKILL.
-pub const SWEEP_GRACE: Duration = Duration::from_secs(2);
+/// How often a swept group is looked at while it stops (it is not Hearth's child: nothing to wait on).
+pub const SWEEP_POLL: Duration = Duration::from_millis(50);
 /// Most records read in one sweep (a corrupted folder must not stall start-up).
 pub const MAX_RECORDS: usize = 256;
 /// Largest record file read.
@@ -135,17 +135,15 @@ fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Stop a group Hearth did not spawn in this process (so it cannot reap it): it is gone when
+/// neither the leader nor a member is left.
 async fn stop_group(pgid: u32) {
-    // SAFETY: killpg has no memory effects.
-    unsafe { libc::killpg(pgid as libc::pid_t, libc::SIGTERM) };
-    let deadline = tokio::time::Instant::now() + SWEEP_GRACE;
-    while tokio::time::Instant::now() < deadline {
-        if start_ticks(pgid).is_none() && group_members(pgid).is_empty() {
-            return;
+    crate::host::child::stop_group(pgid, async {
+        while start_ticks(pgid).is_some() || !group_members(pgid).is_empty() {
+            tokio::time::sleep(SWEEP_POLL).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    unsafe { libc::killpg(pgid as libc::pid_t, libc::SIGKILL) };
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -1,18 +1,25 @@
-//! The runtime's HTTP API, one method per route Hearth uses. Every call names the directory it is
-//! for (`?directory=`), which is how one process serves many projects.
+//! The runtime's HTTP API, one method per route Hearth uses, with typed answers (`wire.rs`). Every
+//! call names the directory it is for (`?directory=`), which is how one process serves many
+//! projects.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::launch::USERNAME;
+use super::wire::{StatusMap, StoredMessage};
+use crate::runtime::PermissionReply;
 
 /// Time for one ordinary API call. Prompts are asynchronous (`prompt_async`), so nothing here waits
 /// for a model; `summarize` blocks until compaction ends and gets its own bound.
 pub const API_TIMEOUT: Duration = Duration::from_secs(30);
 pub const SUMMARIZE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time to open a TCP connection to the runtime on loopback.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest response body read from the runtime (a long session's message list).
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+/// Bytes of a refusal's body quoted in an error.
+const QUOTED_BODY_BYTES: usize = 500;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -22,6 +29,13 @@ pub enum ApiError {
     Status { route: String, status: u16, body: String },
     #[error("the runtime sent an unreadable answer to {route}: {detail}")]
     Decode { route: String, detail: String },
+}
+
+/// `GET /global/health`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Health {
+    pub healthy: bool,
+    pub version: String,
 }
 
 #[derive(Clone)]
@@ -39,11 +53,7 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(base: &str, password: &str) -> Self {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("reqwest client");
+        let http = reqwest::Client::builder().no_proxy().connect_timeout(CONNECT_TIMEOUT).build().expect("reqwest client");
         Self { http, base: base.trim_end_matches('/').into(), password: password.into() }
     }
 
@@ -63,6 +73,10 @@ impl Client {
     /// Send a request built with [`Client::request`] and decode its JSON answer (routes without a
     /// method of their own, e.g. for diagnostics).
     pub async fn send(&self, route: &str, rb: reqwest::RequestBuilder) -> Result<Value, ApiError> {
+        self.send_as(route, rb).await
+    }
+
+    async fn send_as<T: serde::de::DeserializeOwned + Default>(&self, route: &str, rb: reqwest::RequestBuilder) -> Result<T, ApiError> {
         let resp = rb.send().await.map_err(|e| ApiError::Transport(e.to_string()))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| ApiError::Transport(e.to_string()))?;
@@ -70,73 +84,116 @@ impl Client {
             return Err(ApiError::Decode { route: route.into(), detail: format!("{} bytes is over the limit", bytes.len()) });
         }
         if !status.is_success() {
-            let body = crate::binaries::executable::tail(&bytes, 500);
+            let body = crate::binaries::executable::tail(&bytes, QUOTED_BODY_BYTES);
             return Err(ApiError::Status { route: route.into(), status: status.as_u16(), body });
         }
         if bytes.is_empty() {
-            return Ok(Value::Null);
+            return Ok(T::default());
         }
         serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode { route: route.into(), detail: e.to_string() })
     }
 
-    pub async fn health(&self) -> Result<Value, ApiError> {
-        self.send("/global/health", self.request(reqwest::Method::GET, "/global/health", None)).await
+    pub async fn health(&self) -> Result<Health, ApiError> {
+        let v: Value = self.send_as("/global/health", self.request(reqwest::Method::GET, "/global/health", None)).await?;
+        serde_json::from_value(v).map_err(|e| ApiError::Decode { route: "/global/health".into(), detail: e.to_string() })
     }
 
     pub async fn create_session(&self, directory: &str, title: &str, permission: &Value) -> Result<String, ApiError> {
+        #[derive(Default, serde::Deserialize)]
+        struct Created {
+            id: String,
+        }
         let body = json!({ "title": title, "permission": permission });
-        let v = self.send("/session", self.request(reqwest::Method::POST, "/session", Some(directory)).json(&body)).await?;
-        v["id"].as_str().map(str::to_string).ok_or_else(|| ApiError::Decode { route: "/session".into(), detail: "no session id".into() })
+        let created: Created = self.send_as("/session", self.request(reqwest::Method::POST, "/session", Some(directory)).json(&body)).await?;
+        if created.id.is_empty() {
+            return Err(ApiError::Decode { route: "/session".into(), detail: "no session id".into() });
+        }
+        Ok(created.id)
     }
 
-    pub async fn prompt_async(&self, directory: &str, session: &str, body: &Value) -> Result<(), ApiError> {
+    /// Replace a session's permission rules (the project's outside-folder policy changed).
+    pub async fn set_session_permission(&self, directory: &str, session: &str, permission: &Value) -> Result<(), ApiError> {
+        let route = format!("/session/{session}");
+        let rb = self.request(reqwest::Method::PATCH, &route, Some(directory)).json(&json!({ "permission": permission }));
+        self.send_as::<Value>(&route, rb).await.map(drop)
+    }
+
+    pub async fn prompt_async(&self, directory: &str, session: &str, body: &impl serde::Serialize) -> Result<(), ApiError> {
         let route = format!("/session/{session}/prompt_async");
-        self.send(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(body)).await.map(|_| ())
+        self.send_as::<Value>(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(body)).await.map(drop)
     }
 
     pub async fn abort(&self, directory: &str, session: &str) -> Result<(), ApiError> {
         let route = format!("/session/{session}/abort");
-        self.send(&route, self.request(reqwest::Method::POST, &route, Some(directory))).await.map(|_| ())
+        self.send_as::<Value>(&route, self.request(reqwest::Method::POST, &route, Some(directory))).await.map(drop)
     }
 
-    pub async fn summarize(&self, directory: &str, session: &str, provider: &str, model: &str) -> Result<Value, ApiError> {
+    /// Native compaction; `true` when the runtime compacted.
+    pub async fn summarize(&self, directory: &str, session: &str, provider: &str, model: &str) -> Result<bool, ApiError> {
         let route = format!("/session/{session}/summarize");
         let rb = self
             .request(reqwest::Method::POST, &route, Some(directory))
             .timeout(SUMMARIZE_TIMEOUT)
             .json(&json!({ "providerID": provider, "modelID": model }));
-        self.send(&route, rb).await
+        self.send_as(&route, rb).await
     }
 
-    /// Store a user message without calling the model (`noReply`); returns the stored message
-    /// (`{info, parts}`). Used to build conversations for diagnostics without model calls.
-    pub async fn store_user_message(&self, directory: &str, session: &str, text: &str) -> Result<Value, ApiError> {
+    /// Store a user message without calling the model (`noReply`); returns its id. Used to build
+    /// conversations for diagnostics without model calls.
+    pub async fn store_user_message(&self, directory: &str, session: &str, text: &str) -> Result<String, ApiError> {
         let route = format!("/session/{session}/message");
         let body = json!({ "noReply": true, "parts": [{ "type": "text", "text": text }] });
-        self.send(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(&body)).await
+        let stored: Value = self.send_as(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(&body)).await?;
+        let message: StoredMessage =
+            serde_json::from_value(stored).map_err(|e| ApiError::Decode { route: route.clone(), detail: e.to_string() })?;
+        Ok(message.info.id)
     }
 
-    pub async fn messages(&self, directory: &str, session: &str) -> Result<Value, ApiError> {
+    /// Every message of a session, oldest first.
+    pub async fn messages(&self, directory: &str, session: &str) -> Result<Vec<StoredMessage>, ApiError> {
+        let route = format!("/session/{session}/message");
+        self.send_as(&route, self.request(reqwest::Method::GET, &route, Some(directory))).await
+    }
+
+    /// The messages as the runtime sent them (diagnostics copy stored parts as templates).
+    pub async fn messages_json(&self, directory: &str, session: &str) -> Result<Value, ApiError> {
         let route = format!("/session/{session}/message");
         self.send(&route, self.request(reqwest::Method::GET, &route, Some(directory))).await
     }
 
-    pub async fn session_status(&self, directory: &str) -> Result<Value, ApiError> {
-        self.send("/session/status", self.request(reqwest::Method::GET, "/session/status", Some(directory))).await
+    /// Busy and retrying sessions of a directory (idle ones are not listed).
+    pub async fn session_status(&self, directory: &str) -> Result<StatusMap, ApiError> {
+        self.send_as("/session/status", self.request(reqwest::Method::GET, "/session/status", Some(directory))).await
     }
 
-    pub async fn reply_permission(&self, directory: &str, id: &str, reply: &str) -> Result<(), ApiError> {
+    pub async fn reply_permission(&self, directory: &str, id: &str, reply: PermissionReply) -> Result<(), ApiError> {
+        let reply = match reply {
+            PermissionReply::Once => "once",
+            PermissionReply::Always => "always",
+            PermissionReply::Reject => "reject",
+        };
         let route = format!("/permission/{id}/reply");
         let rb = self.request(reqwest::Method::POST, &route, Some(directory)).json(&json!({ "reply": reply }));
-        self.send(&route, rb).await.map(|_| ())
+        self.send_as::<Value>(&route, rb).await.map(drop)
     }
 
     pub async fn dispose_instance(&self, directory: &str) -> Result<(), ApiError> {
-        self.send("/instance/dispose", self.request(reqwest::Method::POST, "/instance/dispose", Some(directory))).await.map(|_| ())
+        self.send_as::<Value>("/instance/dispose", self.request(reqwest::Method::POST, "/instance/dispose", Some(directory))).await.map(drop)
     }
 
-    /// A cheap call that makes the runtime create the directory's instance now (pre-warming).
+    /// Make the runtime create the directory's instance now, and start what its first prompt would
+    /// otherwise start lazily: MCP connections, the tool registry, skills, commands, providers and
+    /// the file watcher. Cheap GETs; only a real model call warms the rest (the provider SDK).
     pub async fn warm(&self, directory: &str) -> Result<(), ApiError> {
-        self.send("/agent", self.request(reqwest::Method::GET, "/agent", Some(directory))).await.map(|_| ())
+        let get = |route: &'static str| async move { self.send_as::<Value>(route, self.request(reqwest::Method::GET, route, Some(directory))).await.map(drop) };
+        // The instance first (config, plugins, skills), so the others do not race to create it.
+        get("/agent").await?;
+        let file = async {
+            let rb = self.request(reqwest::Method::GET, "/file", Some(directory)).query(&[("path", ".")]);
+            self.send_as::<Value>("/file", rb).await.map(drop)
+        };
+        let (mcp, tools, skills, commands, providers, files) =
+            tokio::join!(get("/mcp"), get("/experimental/tool/ids"), get("/skill"), get("/command"), get("/config/providers"), file);
+        mcp.and(tools).and(skills).and(commands).and(providers).and(files)
     }
 }

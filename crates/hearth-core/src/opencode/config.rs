@@ -95,6 +95,19 @@ pub enum ConfigError {
 }
 
 impl RuntimeConfig {
+    /// A configuration of one profile, with no plugins, MCP servers or skills.
+    pub fn single(binary: PathBuf, rg_dir: Option<PathBuf>, profile: ModelProfile) -> Self {
+        Self {
+            binary,
+            rg_dir,
+            default_profile: profile.id.clone(),
+            profiles: vec![profile],
+            plugins: vec![],
+            mcp: BTreeMap::new(),
+            skills_paths: vec![],
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.profiles.is_empty() {
             return Err(ConfigError::NoProfiles);

@@ -1,5 +1,6 @@
-//! One global event stream for the whole runtime (`GET /global/event`), demultiplexed by session to
-//! the runs that wait on them, and reconnected when it drops.
+//! One global event stream for the whole runtime (`GET /global/event`), decoded once (`wire.rs`),
+//! demultiplexed by session to the runs that wait on them, and reconnected when it drops. A
+//! subagent's `session.created` also reaches the subscribers of the session that spawned it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
+use super::wire::{Envelope, Event};
 
 /// The runtime sends a heartbeat every 10 s; silence this long means the stream is dead.
 pub const STREAM_SILENCE_LIMIT: Duration = Duration::from_secs(30);
@@ -21,11 +22,17 @@ pub const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// How long `start` waits for the first connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    #[error("the runtime's event stream did not connect within {secs} s")]
+    NotConnected { secs: u64 },
+}
+
 /// What a subscriber receives.
 #[derive(Debug, Clone)]
 pub enum HubEvent {
-    /// `{type, properties}` of one runtime event, the directory it came from, and when it arrived.
-    Event { kind: String, properties: Value, directory: Option<String>, received: Instant },
+    /// One runtime event, the directory it came from, and when it arrived.
+    Event { event: Arc<Event>, directory: Option<String>, received: Instant },
     /// The stream dropped and is back: events may have been missed; re-read state.
     Reconnected,
 }
@@ -40,37 +47,49 @@ pub struct EventHub {
     stop: CancellationToken,
 }
 
-/// A subscription to one session's events; dropping it unsubscribes.
+/// A subscription to one session's events (and, once followed, other sessions' too); dropping it
+/// unsubscribes from all of them.
 pub struct Subscription {
     hub: Arc<EventHub>,
-    session: String,
+    sessions: Vec<String>,
     id: u64,
+    tx: mpsc::UnboundedSender<HubEvent>,
     pub rx: mpsc::UnboundedReceiver<HubEvent>,
+}
+
+impl Subscription {
+    /// Receive `session`'s events here too (a subagent's session, for its permission requests).
+    pub fn follow(&mut self, session: &str) {
+        if self.sessions.iter().any(|s| s == session) {
+            return;
+        }
+        self.hub.routes.lock().unwrap().entry(session.to_string()).or_default().push((self.id, self.tx.clone()));
+        self.sessions.push(session.to_string());
+    }
+
+    /// How many sessions this subscription receives.
+    pub fn followed(&self) -> usize {
+        self.sessions.len()
+    }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut routes = self.hub.routes.lock().unwrap();
-        if let Some(subs) = routes.get_mut(&self.session) {
-            subs.retain(|(id, _)| *id != self.id);
-            if subs.is_empty() {
-                routes.remove(&self.session);
+        for session in &self.sessions {
+            if let Some(subs) = routes.get_mut(session) {
+                subs.retain(|(id, _)| *id != self.id);
+                if subs.is_empty() {
+                    routes.remove(session);
+                }
             }
         }
     }
 }
 
-/// The session an event is about, wherever the runtime put it.
-pub fn session_of(properties: &Value) -> Option<&str> {
-    properties["sessionID"]
-        .as_str()
-        .or_else(|| properties["info"]["sessionID"].as_str())
-        .or_else(|| properties["part"]["sessionID"].as_str())
-}
-
 impl EventHub {
     /// Connect and keep the stream alive until `shutdown`. Returns once the first connection is up.
-    pub async fn start(client: Client) -> Result<Arc<Self>, String> {
+    pub async fn start(client: Client) -> Result<Arc<Self>, HubError> {
         let (connected, mut watch_rx) = watch::channel(false);
         let hub = Arc::new(Self {
             routes: Mutex::new(HashMap::new()),
@@ -85,7 +104,7 @@ impl EventHub {
             Ok(Ok(_)) => Ok(hub),
             _ => {
                 hub.shutdown();
-                Err(format!("the runtime's event stream did not connect within {} s", CONNECT_TIMEOUT.as_secs()))
+                Err(HubError::NotConnected { secs: CONNECT_TIMEOUT.as_secs() })
             }
         }
     }
@@ -93,8 +112,8 @@ impl EventHub {
     pub fn subscribe(self: &Arc<Self>, session: &str) -> Subscription {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.routes.lock().unwrap().entry(session.to_string()).or_default().push((id, tx));
-        Subscription { hub: self.clone(), session: session.into(), id, rx }
+        self.routes.lock().unwrap().entry(session.to_string()).or_default().push((id, tx.clone()));
+        Subscription { hub: self.clone(), sessions: vec![session.into()], id, tx, rx }
     }
 
     pub fn is_connected(&self) -> bool {
@@ -110,22 +129,21 @@ impl EventHub {
     }
 
     fn dispatch(&self, raw: &str, received: Instant) {
-        let Ok(v) = serde_json::from_str::<Value>(raw) else { return };
-        // Global events wrap the instance event: {directory, payload:{type, properties}}.
-        let payload = if v.get("payload").is_some() { &v["payload"] } else { &v };
-        let Some(kind) = payload["type"].as_str() else { return };
-        let properties = &payload["properties"];
-        let Some(session) = session_of(properties) else { return };
+        let envelope = match Envelope::decode(raw) {
+            Ok(e) => e,
+            Err(e) => {
+                // A shape the pinned version never sent: say so once per event, skip it.
+                tracing::warn!(error = %e, "an event from the runtime could not be read; skipped");
+                return;
+            }
+        };
+        let Some(session) = envelope.payload.session_id().map(str::to_owned) else { return };
+        let parent = envelope.payload.spawned_by().map(str::to_owned);
+        let event = Arc::new(envelope.payload);
         let routes = self.routes.lock().unwrap();
-        if let Some(subs) = routes.get(session) {
-            let ev = HubEvent::Event {
-                kind: kind.to_string(),
-                properties: properties.clone(),
-                directory: v["directory"].as_str().map(str::to_string),
-                received,
-            };
-            for (_, tx) in subs {
-                let _ = tx.send(ev.clone());
+        for target in std::iter::once(session.as_str()).chain(parent.as_deref()) {
+            for (_, tx) in routes.get(target).into_iter().flatten() {
+                let _ = tx.send(HubEvent::Event { event: event.clone(), directory: envelope.directory.clone(), received });
             }
         }
     }
@@ -207,32 +225,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn finds_the_session_wherever_it_is() {
-        assert_eq!(session_of(&json!({"sessionID": "ses_a"})), Some("ses_a"));
-        assert_eq!(session_of(&json!({"info": {"sessionID": "ses_b"}})), Some("ses_b"));
-        assert_eq!(session_of(&json!({"part": {"sessionID": "ses_c"}})), Some("ses_c"));
-        assert_eq!(session_of(&json!({"id": "global"})), None);
-    }
-
-    #[tokio::test]
-    async fn dispatch_routes_by_session_only() {
+    fn hub() -> Arc<EventHub> {
         let (connected, _) = watch::channel(true);
-        let hub = Arc::new(EventHub {
+        Arc::new(EventHub {
             routes: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             connected,
             reconnects: AtomicU64::new(0),
             stop: CancellationToken::new(),
-        });
+        })
+    }
+
+    #[tokio::test]
+    async fn dispatch_routes_by_session_only() {
+        let hub = hub();
         let mut a = hub.subscribe("ses_a");
         let mut b = hub.subscribe("ses_b");
         let ev = |s: &str| json!({"directory": "/p", "payload": {"type": "session.idle", "properties": {"sessionID": s}}}).to_string();
         hub.dispatch(&ev("ses_a"), Instant::now());
         hub.dispatch(&ev("ses_zzz"), Instant::now());
+        hub.dispatch("not json", Instant::now());
         match a.rx.try_recv().unwrap() {
-            HubEvent::Event { kind, directory, .. } => {
-                assert_eq!(kind, "session.idle");
+            HubEvent::Event { event, directory, .. } => {
+                assert!(matches!(&*event, Event::SessionIdle(s) if s.session_id == "ses_a"));
                 assert_eq!(directory.as_deref(), Some("/p"));
             }
             other => panic!("{other:?}"),
@@ -243,5 +258,22 @@ mod tests {
         assert!(!hub.routes.lock().unwrap().contains_key("ses_b"), "dropped subscription must unsubscribe");
         hub.broadcast_reconnected();
         assert!(matches!(a.rx.try_recv().unwrap(), HubEvent::Reconnected));
+    }
+
+    #[tokio::test]
+    async fn a_subagent_session_is_announced_to_the_session_that_spawned_it() {
+        let hub = hub();
+        let mut parent = hub.subscribe("ses_parent");
+        let created = json!({"directory": "/p", "payload": {"type": "session.created", "properties": {
+            "sessionID": "ses_child", "info": {"id": "ses_child", "parentID": "ses_parent", "directory": "/p"}}}});
+        hub.dispatch(&created.to_string(), Instant::now());
+        match parent.rx.try_recv().unwrap() {
+            HubEvent::Event { event, .. } => assert_eq!(event.spawned_by(), Some("ses_parent")),
+            other => panic!("{other:?}"),
+        }
+        // The child's own later events are the child's, not the parent's.
+        let idle = json!({"payload": {"type": "session.idle", "properties": {"sessionID": "ses_child"}}});
+        hub.dispatch(&idle.to_string(), Instant::now());
+        assert!(parent.rx.try_recv().is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! The process gets a private root (its own HOME, TMPDIR and XDG folders), a clean environment (only
 //! what it needs: PATH with `rg` first, the offline switches, a random Basic-auth password), its own
 //! process group and a parent-death signal, and is stopped with SIGTERM then SIGKILL of the group.
+//! A watcher reaps it the moment it exits, so a death is known at once (see [`Server::exited`]).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -11,20 +12,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
+use tokio::sync::watch;
 
 /// How long the server may take to print its URL (3.5–5.5 s seen; up to 8 s under load).
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(45);
-/// Between SIGTERM and SIGKILL of the group. A SIGTERM landing during the runtime's background npm
-/// install is swallowed, so the escalation is not optional.
-pub const STOP_GRACE: Duration = Duration::from_secs(3);
 /// Bytes of the runtime's stdout/stderr kept for error messages.
 pub const OUTPUT_TAIL_BYTES: usize = 8 * 1024;
+/// After a failed start, time for the output pumps to read what the process printed last.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(50);
 /// Longest output line read; longer lines are cut.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
 const LISTEN_PREFIX: &str = "opencode server listening on ";
 
-/// Environment switches that keep the runtime offline and quiet (reference §Launch).
+/// Environment switches that keep the runtime offline and quiet; each was checked against the pinned
+/// version with no outside connection.
 const OFFLINE_ENV: &[(&str, &str)] = &[
     ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
@@ -94,7 +96,8 @@ pub struct Server {
     pub started: Instant,
     pub tail: Arc<OutputTail>,
     records_dir: Option<PathBuf>,
-    child: tokio::sync::Mutex<Child>,
+    /// How the process ended, once it has (set by the watcher that reaps it).
+    exit: watch::Receiver<Option<String>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -106,39 +109,31 @@ impl std::fmt::Debug for Server {
 pub const USERNAME: &str = "opencode";
 
 impl Server {
-    /// Has the process exited?
-    pub async fn exited(&self) -> bool {
-        matches!(self.child.lock().await.try_wait(), Ok(Some(_)) | Err(_))
+    /// How the process ended, if it has.
+    pub fn exited(&self) -> Option<String> {
+        self.exit.borrow().clone()
     }
 
-    /// SIGTERM the whole group, then SIGKILL it after `STOP_GRACE`. Leaves no process behind.
+    /// Resolves when the process has exited, with how it ended.
+    pub async fn wait_exit(&self) -> String {
+        let mut exit = self.exit.clone();
+        let status = match exit.wait_for(Option::is_some).await {
+            Ok(status) => status.clone().unwrap_or_default(),
+            Err(_) => "the watcher is gone".into(),
+        };
+        status
+    }
+
+    /// SIGTERM the whole group, then SIGKILL it (see [`crate::host::child::stop_group`]). Leaves no
+    /// process behind, and forgets the process's record.
     pub async fn stop(&self) {
-        let pgid = self.pid as libc::pid_t;
-        let mut child = self.child.lock().await;
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            // The leader is gone; children left in its group still get the kill below.
-            kill_group(pgid, libc::SIGKILL);
-            if let Some(dir) = &self.records_dir {
-                crate::host::records::remove(dir, self.pid);
-            }
-            return;
-        }
-        kill_group(pgid, libc::SIGTERM);
-        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-            tracing::warn!(pid = self.pid, "runtime ignored SIGTERM; killing its process group");
-        }
-        kill_group(pgid, libc::SIGKILL);
-        let _ = child.wait().await;
+        crate::host::child::stop_group(self.pid, async {
+            self.wait_exit().await;
+        })
+        .await;
         if let Some(dir) = &self.records_dir {
             crate::host::records::remove(dir, self.pid);
         }
-    }
-}
-
-fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg has no memory effects; an already-gone group returns ESRCH, which is fine.
-    unsafe {
-        libc::killpg(pgid, signal);
     }
 }
 
@@ -229,19 +224,13 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(pump(child.stdout.take().expect("piped"), tail.clone(), Some(url_tx)));
     tokio::spawn(pump(child.stderr.take().expect("piped"), tail.clone(), None));
+    let (exit_tx, exit) = watch::channel(None);
+    tokio::spawn(async move {
+        let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+        tracing::info!(pid, %status, "runtime process exited");
+        exit_tx.send_replace(Some(status));
+    });
     tracing::info!(pid, binary = %spec.binary.display(), "runtime starting");
-
-    let outcome = tokio::select! {
-        url = tokio::time::timeout(spec.listen_timeout, url_rx) => match url {
-            Ok(Ok(url)) => Ok(url),
-            Ok(Err(_)) => Err(None), // stdout closed without a URL: the process is exiting
-            Err(_) => Err(Some(LaunchError::NoUrl { secs: spec.listen_timeout.as_secs(), tail: String::new() })),
-        },
-        status = child.wait() => Err(Some(LaunchError::Exited {
-            status: status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()),
-            tail: String::new(),
-        })),
-    };
     let server = Server {
         pid,
         base_url: String::new(),
@@ -249,7 +238,15 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
         started: Instant::now(),
         tail,
         records_dir: spec.records_dir.clone(),
-        child: tokio::sync::Mutex::new(child),
+        exit,
+    };
+    let outcome = tokio::select! {
+        url = tokio::time::timeout(spec.listen_timeout, url_rx) => match url {
+            Ok(Ok(url)) => Ok(url),
+            Ok(Err(_)) => Err(None), // stdout closed without a URL: the process is exiting
+            Err(_) => Err(Some(LaunchError::NoUrl { secs: spec.listen_timeout.as_secs(), tail: String::new() })),
+        },
+        status = server.wait_exit() => Err(Some(LaunchError::Exited { status, tail: String::new() })),
     };
     match outcome {
         Ok(base_url) => {
@@ -259,7 +256,7 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
         Err(err) => {
             server.stop().await;
             // Let the pumps drain what the process printed last.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(OUTPUT_DRAIN).await;
             let tail = server.tail.text();
             Err(match err {
                 Some(LaunchError::NoUrl { secs, .. }) => LaunchError::NoUrl { secs, tail },
@@ -387,7 +384,7 @@ mod tests {
         let gc: u32 = std::fs::read_to_string(&grandchild).unwrap().trim().parse().unwrap();
         let t0 = Instant::now();
         server.stop().await;
-        assert!(t0.elapsed() >= STOP_GRACE - Duration::from_millis(100));
+        assert!(t0.elapsed() >= crate::host::child::STOP_GRACE - Duration::from_millis(100));
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!alive(server.pid) && !alive(gc), "group not killed");
     }

@@ -2,11 +2,20 @@
 //! the runtime that runs conversations on it. Finding the binary is [`crate::binaries::opencode`].
 
 pub mod client;
+mod compaction;
 pub mod config;
 pub mod event_hub;
 pub mod launch;
+pub mod prompt;
+mod run;
 pub mod runtime;
+mod server;
+pub mod sessions;
 pub mod turn;
+pub mod wire;
+
+pub use runtime::{OpenCodeRuntime, FAMILY};
+pub use server::StartError;
 
 /// The one runtime version Hearth speaks to. `package.json` pins the same `opencode-ai` version; a
 /// test keeps the two in step.

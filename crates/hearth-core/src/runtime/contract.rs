@@ -1,5 +1,9 @@
-//! The runtime contract: one trait, the requests it takes and the events it streams.
+//! The runtime contract: one trait every agent runtime keeps, the requests it takes, the events it
+//! streams and how a turn ends. The app reaches a runtime only through this file's types.
 
+use std::error::Error as StdError;
+use std::fmt;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -18,6 +22,17 @@ pub enum WorkMode {
     Ask,
 }
 
+/// What happens when the agent reaches outside its project folder (a per-project setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum OutsideProject {
+    /// Refused by the runtime: the agent stays inside its project, nobody is asked.
+    #[default]
+    Deny,
+    /// The runtime asks; the run streams `PermissionAsked` and waits for `reply_permission`.
+    Ask,
+}
+
 /// An image attached to one request. Bytes are shared, not copied, between the request and events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageInput {
@@ -33,10 +48,14 @@ pub struct RunRequest {
     pub conversation_id: String,
     pub prompt: String,
     pub work_mode: WorkMode,
+    pub outside_project: OutsideProject,
     pub images: Vec<ImageInput>,
     /// Model profile to use; `None` = the runtime configuration's default.
     pub profile_id: Option<String>,
     pub space: ExecutionSpace,
+    /// The native session this conversation already has (stored by the app), to continue it — after
+    /// a restart of Hearth or of the runtime. `None` for a conversation's first turn.
+    pub native_session: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -45,6 +64,8 @@ pub struct CompactRequest {
     pub conversation_id: String,
     pub profile_id: Option<String>,
     pub space: ExecutionSpace,
+    /// The conversation's stored native session (compaction needs one).
+    pub native_session: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
@@ -64,11 +85,11 @@ pub struct Usage {
     pub cache_read_tokens: u64,
 }
 
-/// What a run streams, in order. Exactly one of `Done` or `Error` ends every run.
+/// What a run streams, in order. Exactly one `Ended` ends every run, and nothing follows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, specta::Type)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum RuntimeEvent {
-    /// The native session serving this conversation (first event of a run).
+    /// The native session serving this conversation (sent before the prompt goes out).
     #[serde(rename_all = "camelCase")]
     Session { native_session_id: String },
     #[serde(rename_all = "camelCase")]
@@ -83,18 +104,72 @@ pub enum RuntimeEvent {
     /// The provider failed and the runtime will retry.
     #[serde(rename_all = "camelCase")]
     Retrying { attempt: u32, message: String },
-    /// The run failed; `message` is a sentence for the user.
-    #[serde(rename_all = "camelCase")]
-    Error { message: String },
-    /// The run finished; `text` is the final answer's text.
-    #[serde(rename_all = "camelCase")]
-    Done { native_session_id: String, text: String },
+    /// The run is over.
+    Ended { end: TurnEnd },
 }
 
 impl RuntimeEvent {
     pub fn is_terminal(&self) -> bool {
-        matches!(self, RuntimeEvent::Done { .. } | RuntimeEvent::Error { .. })
+        matches!(self, RuntimeEvent::Ended { .. })
     }
+
+    pub fn ended(end: TurnEnd) -> Self {
+        RuntimeEvent::Ended { end }
+    }
+
+    pub fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
+        RuntimeEvent::Ended { end: TurnEnd::Failed(TurnFailure { kind, message: message.into() }) }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, specta::Type)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum TurnEnd {
+    /// The runtime finished the turn; `text` is the reply it stored for this turn.
+    #[serde(rename_all = "camelCase")]
+    Done { native_session_id: String, text: String },
+    /// The user stopped it.
+    Cancelled,
+    Failed(TurnFailure),
+}
+
+/// A failed turn: what kind of failure, and the sentence for the user.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnFailure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// What went wrong, for code that decides what to offer next (retry, compact, fix a profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureKind {
+    /// The project folder is gone.
+    ProjectMissing,
+    /// The request itself cannot be sent (an image the model cannot take, an unknown profile).
+    InvalidRequest,
+    /// The runtime could not start.
+    Start,
+    /// The runtime process died while the turn ran.
+    RuntimeDied,
+    /// The runtime did not answer.
+    Unreachable,
+    /// The runtime refused a call.
+    Refused,
+    /// The run's tool grant could not be attached.
+    Grant,
+    /// The model provider failed (the runtime's error, or retries past Hearth's limit).
+    Model,
+    /// The model provider refused the credentials.
+    ProviderAuth,
+    /// The conversation no longer fits the model's context.
+    ContextOverflow,
+    /// The runtime lost the turn: no trace of it after the event stream came back.
+    Lost,
+    /// The runtime was stopped (Hearth is closing, or its configuration changed).
+    Disposed,
 }
 
 /// How the user answers a permission request.
@@ -113,7 +188,7 @@ pub struct ConnectionInfo {
     pub healthy: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeStatus {
     pub running: bool,
@@ -121,42 +196,105 @@ pub struct RuntimeStatus {
     /// Base URL without credentials.
     pub url: Option<String>,
     pub version: Option<String>,
+    /// Processes started so far; more than one means the runtime was restarted.
     pub launches: u32,
+    /// Why the last process ended, if one ended without being asked to.
+    pub last_exit: Option<String>,
     pub active_runs: u32,
     pub open_instances: Vec<String>,
     /// Time since the running process printed its address.
     pub uptime_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+/// A family's own error, kept as the source of a [`RuntimeError`].
+#[derive(Clone)]
+pub struct Cause(Arc<dyn StdError + Send + Sync>);
+
+impl Cause {
+    pub fn new(e: impl StdError + Send + Sync + 'static) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl StdError for Cause {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// Why a runtime call failed: one variant per kind of failure, the family's error as the source.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
-    #[error("{0}")]
-    Launch(String),
+    #[error("The runtime could not start: {0}")]
+    Start(Cause),
+    #[error("The runtime stopped unexpectedly ({0}).")]
+    Died(String),
     #[error("The runtime did not answer: {0}")]
-    Unreachable(String),
+    Unreachable(Cause),
     #[error("The runtime refused the request: {0}")]
-    Api(String),
+    Refused(Cause),
+    #[error("This request cannot be sent: {0}")]
+    InvalidRequest(Cause),
     #[error("This conversation has no runtime session yet; send a message first.")]
     NoSession,
     #[error("The runtime was stopped.")]
     Disposed,
-    #[error("Cancelled.")]
+    #[error("The request was cancelled.")]
     Cancelled,
-    #[error("{0}")]
-    Space(String),
+    #[error("This request is for the project at {requested}, but this runtime was opened for {bound}; the request was not sent.")]
+    WrongSpace { requested: PathBuf, bound: PathBuf },
+    #[error("The runtime configuration changed and the new runtime is not running; open the project again to start it.")]
+    Replaced,
+}
+
+impl RuntimeError {
+    /// The failure kind a turn ending with this error reports.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            RuntimeError::Start(_) => FailureKind::Start,
+            RuntimeError::Died(_) => FailureKind::RuntimeDied,
+            RuntimeError::Unreachable(_) => FailureKind::Unreachable,
+            RuntimeError::Refused(_) | RuntimeError::NoSession | RuntimeError::WrongSpace { .. } => FailureKind::Refused,
+            RuntimeError::InvalidRequest(_) => FailureKind::InvalidRequest,
+            RuntimeError::Disposed | RuntimeError::Replaced | RuntimeError::Cancelled => FailureKind::Disposed,
+        }
+    }
+
+    /// The turn end this error means (a cancellation is not a failure).
+    pub fn turn_end(&self) -> TurnEnd {
+        match self {
+            RuntimeError::Cancelled => TurnEnd::Cancelled,
+            other => TurnEnd::Failed(TurnFailure { kind: other.failure_kind(), message: other.to_string() }),
+        }
+    }
 }
 
 pub type EventStream = Pin<Box<dyn Stream<Item = RuntimeEvent> + Send>>;
 
-/// The runtime contract. Implemented by the process-owning OpenCode runtime and by the workspace
+/// The runtime contract. Implemented by each family's process-owning runtime and by the workspace
 /// facades the registry hands out (which delegate to it).
 #[async_trait::async_trait]
 pub trait AgentRuntime: Send + Sync {
-    /// Start a run; the stream ends after its `Done` or `Error` event. Cancelling the token aborts
-    /// the run in the runtime and ends the stream with an `Error`.
+    /// Start a run; the stream ends after its `Ended` event. Cancelling the token aborts the run in
+    /// the runtime and ends it as `Cancelled`.
     fn run(&self, request: RunRequest, cancel: CancellationToken) -> EventStream;
     async fn compact_conversation(&self, request: CompactRequest, cancel: CancellationToken) -> Result<CompactOutcome, RuntimeError>;
     async fn reply_permission(&self, space: &ExecutionSpace, permission_id: &str, reply: PermissionReply) -> Result<(), RuntimeError>;
+    /// Prepare `space` now (start the runtime, make its per-project instance) so the first prompt
+    /// there does not pay for it.
+    async fn warm(&self, space: &ExecutionSpace) -> Result<(), RuntimeError>;
     async fn test_connection(&self) -> Result<ConnectionInfo, RuntimeError>;
     /// Forget the conversation's native session mapping (the conversation was deleted or reset).
     async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError>;
@@ -164,10 +302,18 @@ pub trait AgentRuntime: Send + Sync {
     async fn dispose(&self);
 }
 
-/// Told when a run's native session is known — before its prompt is sent — and when the run ends.
-/// This is how a per-request grant follows a run into the tool calls the runtime makes for it.
+/// Why a run's tool grant could not follow it into the runtime.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("The run's tool grant could not be attached: {0}")]
+pub struct GrantRefused(pub Cause);
+
+/// Told when a run's native session is known — before its prompt is sent —, when the runtime
+/// starts a subagent session for it, and when the run ends. This is how a per-request grant
+/// follows a run into the tool calls the runtime makes for it.
 pub trait RunHooks: Send + Sync {
-    /// Refusing fails the run with the returned sentence, before anything reaches the model.
-    fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), String>;
+    /// Refusing fails the run before anything reaches the model.
+    fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), GrantRefused>;
+    /// A subagent session the run's session spawned: its calls belong to the same request.
+    fn child_session(&self, request_id: &str, child_session_id: &str);
     fn run_ended(&self, request_id: &str);
 }

@@ -60,6 +60,11 @@ impl WorkspaceRuntime {
         self.lock().as_ref().map(|b| b.owner_id)
     }
 
+    /// The process-owning runtime this facade drives now; `None` after `dispose`.
+    pub fn process(&self) -> Option<Arc<dyn ProcessRuntime>> {
+        self.lock().as_ref().map(|b| b.runtime.clone())
+    }
+
     /// Runs and compactions in flight through this facade.
     pub fn active_runs(&self) -> usize {
         self.active_runs.load(Ordering::SeqCst)
@@ -88,11 +93,7 @@ impl WorkspaceRuntime {
         if space.cache_identity == self.space.cache_identity {
             return Ok(());
         }
-        Err(RuntimeError::Space(format!(
-            "This request is for the project at {}, but this runtime was opened for {}; the request was not sent.",
-            space.root.display(),
-            self.space.root.display()
-        )))
+        Err(RuntimeError::WrongSpace { requested: space.root.clone(), bound: self.space.root.clone() })
     }
 
     fn begin(&self, space: &ExecutionSpace) -> Result<(Arc<dyn ProcessRuntime>, ActivityGuard), RuntimeError> {
@@ -114,9 +115,7 @@ impl AgentRuntime for WorkspaceRuntime {
                     guard: Some(guard),
                 })
             }
-            Err(e) => Box::pin(futures::stream::once(async move {
-                RuntimeEvent::Error { message: e.to_string() }
-            })),
+            Err(e) => Box::pin(futures::stream::once(async move { RuntimeEvent::ended(e.turn_end()) })),
         }
     }
 
@@ -142,6 +141,13 @@ impl AgentRuntime for WorkspaceRuntime {
         runtime.reply_permission(space, permission_id, reply).await
     }
 
+    async fn warm(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
+        self.check_space(space)?;
+        let (id, runtime) = self.runtime()?;
+        self.registry.touch(id, space);
+        runtime.warm(space).await
+    }
+
     async fn test_connection(&self) -> Result<ConnectionInfo, RuntimeError> {
         let (_, runtime) = self.runtime()?;
         runtime.test_connection().await
@@ -155,16 +161,7 @@ impl AgentRuntime for WorkspaceRuntime {
     fn status(&self) -> RuntimeStatus {
         match self.lock().as_ref() {
             Some(b) => b.runtime.status(),
-            None => RuntimeStatus {
-                running: false,
-                pid: None,
-                url: None,
-                version: None,
-                launches: 0,
-                active_runs: 0,
-                open_instances: Vec::new(),
-                uptime_ms: None,
-            },
+            None => RuntimeStatus::default(),
         }
     }
 

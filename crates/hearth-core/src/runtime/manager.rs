@@ -1,40 +1,55 @@
-//! The selected-runtime manager: the app's one door to runtimes. It caches a facade per
-//! (selection, project) with a capacity, evicting the least recently used idle facades. Facades are
-//! cheap leases on a shared process-owning runtime, so eviction never stops a process: every facade
-//! of one configuration drives the same runtime however many projects are open.
+//! The selected-runtime manager: the app's one door to runtimes, and the one place they are wired.
+//!
+//! It adds two things to the registry. It *selects*: a conversation names a [`RuntimeSpec`] (a
+//! family and its configuration), and the manager makes that family's runtime through the registry,
+//! which keeps one process per configuration. And it *caches* a facade per (selection, project)
+//! with a capacity, evicting the least recently used idle facades, and creates each facade once
+//! however many callers ask at the same moment. Facades are cheap leases on the shared process, so
+//! eviction never stops a process: every facade of one configuration drives the same runtime however
+//! many projects are open.
+//!
+//! [`SelectedRuntimeManager::start`] is the only constructor: the app, the self-test, the benches
+//! and the integration tests all run the wiring it builds.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 
 use super::contract::{AgentRuntime, RuntimeError};
 use super::facade::WorkspaceRuntime;
-use super::process::RuntimeKey;
+use super::process::{RuntimeHost, RuntimeKey, RuntimeSpec};
+use super::registry::{LocalRuntimeRegistry, RegisteredRuntimeStatus, RegistryConfig};
 use crate::space::ExecutionSpace;
 
 /// Facades kept per manager by default: one per recently used project is plenty, since a facade
 /// holds no process of its own and is recreated in microseconds.
 pub const DEFAULT_FACADE_CAPACITY: usize = 8;
 
-/// Which runtime a conversation uses: the provider (runtime family, e.g. `"opencode"`) and the key
-/// of its effective configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RuntimeSelection {
-    pub provider: String,
-    pub key: RuntimeKey,
+/// Everything the wiring needs: what every runtime is given, and the registry's and cache's bounds.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    pub host: RuntimeHost,
+    pub registry: RegistryConfig,
+    pub facade_capacity: usize,
 }
 
-type CreateFn = dyn Fn(RuntimeSelection, ExecutionSpace) -> BoxFuture<'static, Result<WorkspaceRuntime, RuntimeError>>
-    + Send
-    + Sync;
-type ReleaseFn = dyn Fn(String) -> BoxFuture<'static, Result<(), RuntimeError>> + Send + Sync;
+impl ManagerConfig {
+    /// Production bounds for runtimes rooted at `host`.
+    pub fn new(host: RuntimeHost) -> Self {
+        Self { host, registry: RegistryConfig::default(), facade_capacity: DEFAULT_FACADE_CAPACITY }
+    }
+}
+
+/// A conversation's choice of runtime: a family and its configuration.
+pub type RuntimeSelection = Arc<dyn RuntimeSpec>;
+
 type Pending = Shared<BoxFuture<'static, Result<Arc<WorkspaceRuntime>, RuntimeError>>>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct CacheKey {
-    selection: RuntimeSelection,
+    family: &'static str,
+    key: RuntimeKey,
     space: String,
 }
 
@@ -56,33 +71,45 @@ struct State {
 }
 
 /// Hands out facades by (selection, space). It returns the concrete [`WorkspaceRuntime`] (which
-/// implements [`AgentRuntime`], so callers may treat it as `Arc<dyn AgentRuntime>`) because the
-/// manager must see a facade's in-flight runs to evict only idle ones, and diagnostics use
-/// `owner_id` to show that all facades share one process.
+/// implements [`AgentRuntime`]) because the manager must see a facade's in-flight runs to evict only
+/// idle ones, and diagnostics use `owner_id` to show that all facades share one process.
 pub struct SelectedRuntimeManager {
     capacity: usize,
-    create: Box<CreateFn>,
-    release: Box<ReleaseFn>,
+    host: RuntimeHost,
+    registry: Arc<LocalRuntimeRegistry>,
     state: Mutex<State>,
 }
 
 impl SelectedRuntimeManager {
-    /// `create` makes a facade (production: `registry.acquire(...)` with the selection's runtime
-    /// factory); `release` forgets a conversation in every runtime (production:
-    /// `registry.release_conversation`). `capacity` is raised to at least 1.
-    pub fn new<C, CFut, R, RFut>(capacity: usize, create: C, release: R) -> Self
-    where
-        C: Fn(RuntimeSelection, ExecutionSpace) -> CFut + Send + Sync + 'static,
-        CFut: Future<Output = Result<WorkspaceRuntime, RuntimeError>> + Send + 'static,
-        R: Fn(String) -> RFut + Send + Sync + 'static,
-        RFut: Future<Output = Result<(), RuntimeError>> + Send + 'static,
-    {
+    /// The production wiring: a registry with `config.registry` bounds, and this manager over it.
+    /// Call inside a tokio runtime (the registry spawns its sweeper there).
+    pub fn start(config: ManagerConfig) -> Self {
         Self {
-            capacity: capacity.max(1),
-            create: Box::new(move |selection, space| create(selection, space).boxed()),
-            release: Box::new(move |id| release(id).boxed()),
+            capacity: config.facade_capacity.max(1),
+            host: config.host,
+            registry: Arc::new(LocalRuntimeRegistry::with_config(config.registry)),
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// What every runtime is given (records folder, run hooks).
+    pub fn host(&self) -> &RuntimeHost {
+        &self.host
+    }
+
+    /// Every runtime process alive now, for diagnostics.
+    pub fn runtimes(&self) -> Vec<RegisteredRuntimeStatus> {
+        self.registry.status()
+    }
+
+    /// How many runtimes are alive (current and retired-but-draining).
+    pub fn runtime_count(&self) -> usize {
+        self.registry.runtime_count()
+    }
+
+    /// Sweep idle per-project instances now, as the registry's sweeper does on each tick.
+    pub async fn sweep_instances(&self) {
+        self.registry.sweep_instances().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -96,7 +123,8 @@ impl SelectedRuntimeManager {
         space: &ExecutionSpace,
     ) -> Result<Arc<WorkspaceRuntime>, RuntimeError> {
         let key = CacheKey {
-            selection: selection.clone(),
+            family: selection.family(),
+            key: selection.key(),
             space: space.cache_identity.clone(),
         };
         let (generation, future) = {
@@ -113,8 +141,13 @@ impl SelectedRuntimeManager {
                 }
                 Some(Slot::Creating { generation, future }) => (*generation, future.clone()),
                 None => {
-                    let created = (self.create)(selection.clone(), space.clone());
-                    let future: Pending = async move { created.await.map(Arc::new) }.boxed().shared();
+                    let (registry, host, spec, space) = (self.registry.clone(), self.host.clone(), selection.clone(), space.clone());
+                    let future: Pending = async move {
+                        let facade = registry.acquire(spec.family(), spec.key(), space, || spec.create(&host)).await?;
+                        Ok(Arc::new(facade))
+                    }
+                    .boxed()
+                    .shared();
                     state.slots.insert(
                         key.clone(),
                         Slot::Creating {
@@ -176,7 +209,7 @@ impl SelectedRuntimeManager {
         for (_, key) in idle.into_iter().take(excess) {
             // Dropping our Arc gives the lease back once callers still holding the facade let go.
             state.slots.remove(&key);
-            tracing::debug!(space = %key.space, provider = %key.selection.provider, "facade evicted");
+            tracing::debug!(space = %key.space, family = key.family, "facade evicted");
         }
     }
 
@@ -187,11 +220,11 @@ impl SelectedRuntimeManager {
 
     /// Forget a conversation's native session in every runtime.
     pub async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError> {
-        (self.release)(conversation_id.to_owned()).await
+        self.registry.release_conversation(conversation_id).await
     }
 
-    /// Give back every cached facade's lease and refuse further requests. Runs in flight finish;
-    /// the runtimes themselves belong to the registry, which closes them.
+    /// Give back every cached facade's lease, refuse further requests, and close every runtime,
+    /// waiting for each process to stop. Idempotent.
     pub async fn dispose(&self) {
         let facades: Vec<_> = {
             let mut state = self.lock();
@@ -208,6 +241,7 @@ impl SelectedRuntimeManager {
         for facade in facades {
             facade.dispose().await;
         }
+        self.registry.dispose().await;
     }
 }
 

@@ -1,6 +1,8 @@
 //! The runtime contract every agent runtime keeps, and the parts that share one process among
 //! projects: the local registry (process owners, reference counts, idle close) and the
-//! selected-runtime manager (facades cached per selection and space).
+//! selected-runtime manager (the one wiring: selection → registry → runtime, facades cached per
+//! selection and space). A family is one family name, one [`RuntimeSpec`] and one
+//! [`ProcessRuntime`]; the OpenCode family lives in [`crate::opencode`].
 
 pub mod contract;
 pub mod facade;
@@ -12,6 +14,6 @@ pub(crate) mod testing;
 
 pub use contract::*;
 pub use facade::WorkspaceRuntime;
-pub use manager::{RuntimeSelection, SelectedRuntimeManager, DEFAULT_FACADE_CAPACITY};
-pub use process::{ProcessRuntime, RuntimeKey, OPENCODE_FAMILY};
+pub use manager::{ManagerConfig, RuntimeSelection, SelectedRuntimeManager, DEFAULT_FACADE_CAPACITY};
+pub use process::{ProcessRuntime, RuntimeHost, RuntimeKey, RuntimeSpec};
 pub use registry::{LocalRuntimeRegistry, RegisteredRuntimeStatus, RegistryConfig};

@@ -2,16 +2,14 @@
 //! key that says which configuration a process was started with.
 
 use std::fmt;
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::contract::{AgentRuntime, RuntimeError};
+use super::contract::{AgentRuntime, RunHooks, RuntimeError};
 use crate::space::ExecutionSpace;
-
-/// Family of the embedded OpenCode runtime. One family keeps at most one current configuration:
-/// acquiring it with a new key retires the old process.
-pub const OPENCODE_FAMILY: &str = "opencode";
 
 /// A runtime that owns an agent server process serving many execution spaces at once.
 ///
@@ -22,6 +20,44 @@ pub trait ProcessRuntime: AgentRuntime + 'static {
     /// Free the server's instance for `space` (OpenCode: `POST /instance/dispose?directory=`). The
     /// next request for that space recreates it. Must succeed when no instance exists.
     async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError>;
+
+    /// The family's own type, for diagnostics that measure a family's API directly.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A runtime family's configuration: what a conversation selects, and how to make the runtime it
+/// selects. Two specs with one `(family, key)` share one runtime process.
+pub trait RuntimeSpec: Send + Sync + fmt::Debug {
+    fn family(&self) -> &'static str;
+    fn key(&self) -> RuntimeKey;
+    /// Construct (not launch) the runtime: it starts its process on first use. Must be cheap; it
+    /// fails only when the configuration cannot describe a runtime at all.
+    fn create(&self, host: &RuntimeHost) -> Result<Arc<dyn ProcessRuntime>, RuntimeError>;
+}
+
+/// What the app gives every runtime it makes, whatever its family.
+#[derive(Clone, Default)]
+pub struct RuntimeHost {
+    /// Folder under which each family keeps its runtime's private root.
+    pub root: PathBuf,
+    /// Where launched processes are recorded for the start-up sweep.
+    pub records_dir: Option<PathBuf>,
+    /// Told of each run's session, subagent sessions and end (the gateway's grants).
+    pub hooks: Option<Arc<dyn RunHooks>>,
+    /// Where the runtime's client connects instead of the address its process printed. Tests put
+    /// a proxy there that they can sever; `None` in the app.
+    pub connect_via: Option<Arc<dyn Fn(SocketAddr) -> SocketAddr + Send + Sync>>,
+}
+
+impl fmt::Debug for RuntimeHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeHost")
+            .field("root", &self.root)
+            .field("records_dir", &self.records_dir)
+            .field("hooks", &self.hooks.is_some())
+            .field("connect_via", &self.connect_via.is_some())
+            .finish()
+    }
 }
 
 /// Identity of a process-owning runtime's configuration: a hash of the binary and the effective
@@ -39,7 +75,7 @@ impl RuntimeKey {
     /// the config (object keys sorted), so the key is stable across runs, builds and field order.
     pub fn from_config<T: serde::Serialize + ?Sized>(binary: &Path, config: &T) -> Result<Self, RuntimeError> {
         let value = serde_json::to_value(config)
-            .map_err(|e| RuntimeError::Launch(format!("The runtime configuration cannot be encoded: {e}")))?;
+            .map_err(|e| RuntimeError::Start(super::contract::Cause::new(e)))?;
         let mut canonical = String::new();
         write_canonical(&value, &mut canonical);
         let mut hash = Sha256::new();

@@ -419,10 +419,7 @@ impl Inner {
                 return Ok((id, owner.runtime.clone()));
             }
             let Some(new_id) = state.current.get(family).copied() else {
-                return Err(RuntimeError::Launch(
-                    "The runtime configuration changed and the new runtime is not running; open the project again to start it."
-                        .into(),
-                ));
+                return Err(RuntimeError::Replaced);
             };
             let new = state.owners.get_mut(&new_id).expect("current owners are registered");
             new.leases += 1;
@@ -467,7 +464,7 @@ impl Inner {
                 });
             instance.active_runs += 1;
             instance.last_activity = now;
-            let evicted = evict_over_capacity(owner, self.config.max_warm_instances);
+            let evicted = evict_over_capacity(owner, self.config.max_warm_instances, None);
             (owner.runtime.clone(), evicted)
         };
         facade_runs.fetch_add(1, Ordering::SeqCst);
@@ -496,13 +493,21 @@ impl Inner {
         }
     }
 
-    /// Note activity on a space without a run (permission replies).
-    pub(crate) fn touch(&self, id: usize, space: &ExecutionSpace) {
-        if let Some(owner) = self.lock().owners.get_mut(&id) {
-            if let Some(instance) = owner.instances.get_mut(&space.cache_identity) {
-                instance.last_activity = Instant::now();
-            }
-        }
+    /// Note activity on a space without a run (a permission reply, pre-warming): its instance is
+    /// warm now, and counts against the warm bound like any other.
+    pub(crate) fn touch(self: &Arc<Self>, id: usize, space: &ExecutionSpace) {
+        let evicted = {
+            let mut state = self.lock();
+            let Some(owner) = state.owners.get_mut(&id) else { return };
+            let now = Instant::now();
+            owner
+                .instances
+                .entry(space.cache_identity.clone())
+                .or_insert_with(|| Instance { space: space.clone(), last_activity: now, active_runs: 0 })
+                .last_activity = now;
+            (owner.runtime.clone(), evict_over_capacity(owner, self.config.max_warm_instances, Some(&space.cache_identity)))
+        };
+        self.spawn_instance_disposals(evicted.0, evicted.1);
     }
 
     fn spawn_instance_disposals(&self, runtime: Arc<dyn ProcessRuntime>, spaces: Vec<ExecutionSpace>) {
@@ -533,7 +538,7 @@ impl Inner {
                         .filter_map(|k| owner.instances.remove(k))
                         .map(|i| i.space)
                         .collect();
-                    spaces.extend(evict_over_capacity(owner, self.config.max_warm_instances));
+                    spaces.extend(evict_over_capacity(owner, self.config.max_warm_instances, None));
                     (owner.runtime.clone(), spaces)
                 })
                 .filter(|(_, spaces)| !spaces.is_empty())
@@ -547,7 +552,7 @@ impl Inner {
 
 /// Remove the least recently used idle instances beyond `max_warm`; instances with a run in flight
 /// are never removed, so the count may stay above the bound while they run.
-fn evict_over_capacity(owner: &mut Owner, max_warm: usize) -> Vec<ExecutionSpace> {
+fn evict_over_capacity(owner: &mut Owner, max_warm: usize, keep: Option<&str>) -> Vec<ExecutionSpace> {
     let excess = owner.instances.len().saturating_sub(max_warm);
     if excess == 0 {
         return Vec::new();
@@ -555,7 +560,7 @@ fn evict_over_capacity(owner: &mut Owner, max_warm: usize) -> Vec<ExecutionSpace
     let mut idle: Vec<(Instant, String)> = owner
         .instances
         .iter()
-        .filter(|(_, i)| i.active_runs == 0)
+        .filter(|(k, i)| i.active_runs == 0 && Some(k.as_str()) != keep)
         .map(|(k, i)| (i.last_activity, k.clone()))
         .collect();
     idle.sort();

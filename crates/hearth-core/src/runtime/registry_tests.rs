@@ -7,9 +7,8 @@ use tokio::time::advance;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::runtime::contract::{AgentRuntime, CompactRequest, RuntimeEvent};
-use crate::runtime::testing::{acquire, collect, request, settle, space, FakeRuntime};
-use crate::runtime::OPENCODE_FAMILY;
+use crate::runtime::contract::{AgentRuntime, Cause, CompactRequest, RuntimeEvent, TurnEnd, TurnFailure};
+use crate::runtime::testing::{acquire, collect, request, settle, space, FakeRuntime, FAKE_FAMILY};
 
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -30,7 +29,7 @@ async fn one_owner_serves_every_space_and_concurrent_acquires_create_once() {
     let spaces: Vec<_> = (0..5).map(|i| space(&format!("p{i}"))).collect();
     let facades = futures::future::join_all(spaces.iter().map(|s| {
         let (fake, created) = (fake.clone(), created.clone());
-        registry.acquire(OPENCODE_FAMILY, RuntimeKey::new("k"), s.clone(), move || {
+        registry.acquire(FAKE_FAMILY, RuntimeKey::new("k"), s.clone(), move || {
             created.fetch_add(1, Ordering::SeqCst);
             Ok(fake as Arc<dyn ProcessRuntime>)
         })
@@ -43,7 +42,7 @@ async fn one_owner_serves_every_space_and_concurrent_acquires_create_once() {
     assert!(facades.iter().all(|f| f.owner_id() == owner));
     for (i, (facade, s)) in facades.iter().zip(&spaces).enumerate() {
         let events = collect(facade, request(&format!("r{i}"), s)).await;
-        assert!(matches!(events.last(), Some(RuntimeEvent::Done { .. })), "{events:?}");
+        assert!(matches!(events.last(), Some(RuntimeEvent::Ended { end: TurnEnd::Done { .. } })), "{events:?}");
     }
     let calls = fake.calls();
     assert_eq!(calls.runs.len(), 5);
@@ -126,7 +125,7 @@ async fn a_run_in_flight_keeps_an_unleased_runtime_open() {
     assert_eq!(fake.calls().disposed, 0);
     release.send(()).unwrap();
     let rest: Vec<_> = stream.collect().await;
-    assert!(matches!(rest.last(), Some(RuntimeEvent::Done { .. })));
+    assert!(matches!(rest.last(), Some(RuntimeEvent::Ended { end: TurnEnd::Done { .. } })));
     settle().await;
     advance(IDLE).await;
     settle().await;
@@ -162,7 +161,7 @@ async fn a_configuration_change_retires_the_old_runtime_after_its_run_drains() {
     release.send(()).unwrap();
     let rest: Vec<_> = in_flight.collect().await;
     assert!(
-        matches!(rest.last(), Some(RuntimeEvent::Done { .. })),
+        matches!(rest.last(), Some(RuntimeEvent::Ended { end: TurnEnd::Done { .. } })),
         "the old run completes normally"
     );
     settle().await;
@@ -176,11 +175,11 @@ async fn a_retired_runtime_without_runs_closes_at_once_and_a_failed_factory_keep
     let (old, new) = (FakeRuntime::new(), FakeRuntime::new());
     let _keep = acquire(&registry, "v1", &space("a"), &old).await;
     let failed = registry
-        .acquire(OPENCODE_FAMILY, RuntimeKey::new("v2"), space("a"), || {
-            Err(RuntimeError::Launch("no binary".into()))
+        .acquire(FAKE_FAMILY, RuntimeKey::new("v2"), space("a"), || {
+            Err(RuntimeError::Start(Cause::new(std::io::Error::other("no binary"))))
         })
         .await;
-    assert!(matches!(failed, Err(RuntimeError::Launch(_))));
+    assert!(matches!(failed, Err(RuntimeError::Start(_))));
     settle().await;
     assert_eq!((old.calls().disposed, registry.runtime_count()), (0, 1));
     let _new = acquire(&registry, "v2", &space("a"), &new).await;
@@ -274,7 +273,7 @@ async fn a_facade_refuses_a_request_for_another_space() {
     let facade = acquire(&registry, "k", &space("mine"), &fake).await;
     let events = collect(&facade, request("r1", &space("theirs"))).await;
     match events.as_slice() {
-        [RuntimeEvent::Error { message }] => {
+        [RuntimeEvent::Ended { end: TurnEnd::Failed(TurnFailure { message, .. }) }] => {
             assert!(
                 message.contains("/projects/theirs") && message.contains("opened for /projects/mine"),
                 "{message}"
@@ -289,11 +288,12 @@ async fn a_facade_refuses_a_request_for_another_space() {
                 conversation_id: "x".into(),
                 profile_id: None,
                 space: space("theirs"),
+                native_session: None,
             },
             CancellationToken::new(),
         )
         .await;
-    assert!(matches!(compact, Err(RuntimeError::Space(_))));
+    assert!(matches!(compact, Err(RuntimeError::WrongSpace { .. })));
     assert!(fake.calls().runs.is_empty() && fake.calls().compactions.is_empty());
     assert_eq!(facade.active_runs(), 0);
 }
@@ -329,6 +329,7 @@ async fn active_runs_drop_when_a_stream_ends_or_is_dropped_early() {
                 conversation_id: "x".into(),
                 profile_id: None,
                 space: s.clone(),
+                native_session: None,
             },
             CancellationToken::new(),
         )
@@ -352,10 +353,10 @@ async fn disposing_a_facade_gives_back_only_its_lease() {
     assert_eq!(a.owner_id(), None);
     assert_eq!(registry.status()[0].facades, 1);
     let events = collect(&a, request("r", &space("a"))).await;
-    assert!(matches!(events.as_slice(), [RuntimeEvent::Error { message }] if message == "The runtime was stopped."));
+    assert!(matches!(events.as_slice(), [RuntimeEvent::Ended { end: TurnEnd::Failed(TurnFailure { message, .. }) }] if message == "The runtime was stopped."));
     assert!(matches!(
         collect(&b, request("r2", &space("b"))).await.last(),
-        Some(RuntimeEvent::Done { .. })
+        Some(RuntimeEvent::Ended { end: TurnEnd::Done { .. } })
     ));
     drop(a);
     assert_eq!((registry.status()[0].facades, fake.calls().disposed), (1, 0));
@@ -407,10 +408,10 @@ async fn dispose_closes_every_runtime_and_stops_the_sweeper() {
     assert!(x.calls().disposed_instances.is_empty(), "no sweep after dispose");
     assert_eq!(x.calls().disposed, 1, "no second close from an idle timer");
     let refused = registry
-        .acquire(OPENCODE_FAMILY, RuntimeKey::new("k"), s.clone(), || unreachable!())
+        .acquire(FAKE_FAMILY, RuntimeKey::new("k"), s.clone(), || unreachable!())
         .await;
     assert!(matches!(refused, Err(RuntimeError::Disposed)));
     let events = collect(&a, request("r2", &s)).await;
-    assert!(matches!(events.as_slice(), [RuntimeEvent::Error { .. }]));
+    assert!(matches!(events.as_slice(), [RuntimeEvent::Ended { end: TurnEnd::Failed(_) }]));
     registry.dispose().await;
 }

@@ -13,9 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::contract::*;
 use super::facade::WorkspaceRuntime;
-use super::process::{ProcessRuntime, RuntimeKey};
+use super::process::{ProcessRuntime, RuntimeHost, RuntimeKey, RuntimeSpec};
 use super::registry::LocalRuntimeRegistry;
 use crate::space::{ExecutionSpace, SpaceKind};
+
+/// The family tests register fakes under.
+pub const FAKE_FAMILY: &str = "fake";
 
 #[derive(Debug, Default, Clone)]
 pub struct Calls {
@@ -78,13 +81,10 @@ impl AgentRuntime for FakeRuntime {
             if let Some(rx) = held {
                 tokio::select! {
                     _ = rx => {}
-                    _ = cancel.cancelled() => return RuntimeEvent::Error { message: RuntimeError::Cancelled.to_string() },
+                    _ = cancel.cancelled() => return RuntimeEvent::ended(TurnEnd::Cancelled),
                 }
             }
-            RuntimeEvent::Done {
-                native_session_id: session,
-                text,
-            }
+            RuntimeEvent::ended(TurnEnd::Done { native_session_id: session, text })
         });
         first.chain(last).boxed()
     }
@@ -109,6 +109,10 @@ impl AgentRuntime for FakeRuntime {
         Ok(())
     }
 
+    async fn warm(&self, _: &ExecutionSpace) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
     async fn test_connection(&self) -> Result<ConnectionInfo, RuntimeError> {
         self.calls.lock().unwrap().connection_tests += 1;
         Ok(ConnectionInfo {
@@ -123,16 +127,7 @@ impl AgentRuntime for FakeRuntime {
     }
 
     fn status(&self) -> RuntimeStatus {
-        RuntimeStatus {
-            running: self.calls.lock().unwrap().disposed == 0,
-            pid: None,
-            url: None,
-            version: Some("fake".into()),
-            launches: 1,
-            active_runs: 0,
-            open_instances: Vec::new(),
-            uptime_ms: None,
-        }
+        RuntimeStatus { running: self.calls.lock().unwrap().disposed == 0, version: Some("fake".into()), launches: 1, ..RuntimeStatus::default() }
     }
 
     async fn dispose(&self) {
@@ -149,6 +144,49 @@ impl ProcessRuntime for FakeRuntime {
             .disposed_instances
             .push(space.cache_identity.clone());
         Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A spec that hands out one fake runtime, counting how often the manager asked for a runtime;
+/// `fail_first` makes its first creation fail.
+#[derive(Debug)]
+pub struct FakeSpec {
+    pub key: String,
+    pub fake: Arc<FakeRuntime>,
+    pub created: Arc<AtomicUsize>,
+    pub fail_first: bool,
+}
+
+impl FakeSpec {
+    pub fn new(key: &str, fake: &Arc<FakeRuntime>) -> Arc<Self> {
+        Arc::new(Self { key: key.into(), fake: fake.clone(), created: Arc::default(), fail_first: false })
+    }
+}
+
+impl std::fmt::Debug for FakeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FakeRuntime({})", self.serial)
+    }
+}
+
+impl RuntimeSpec for FakeSpec {
+    fn family(&self) -> &'static str {
+        FAKE_FAMILY
+    }
+
+    fn key(&self) -> RuntimeKey {
+        RuntimeKey::new(&self.key)
+    }
+
+    fn create(&self, _: &RuntimeHost) -> Result<Arc<dyn ProcessRuntime>, RuntimeError> {
+        if self.created.fetch_add(1, Ordering::SeqCst) == 0 && self.fail_first {
+            return Err(RuntimeError::Start(Cause::new(std::io::Error::other("the runtime binary is missing"))));
+        }
+        Ok(self.fake.clone())
     }
 }
 
@@ -168,9 +206,11 @@ pub fn request(request_id: &str, space: &ExecutionSpace) -> RunRequest {
         conversation_id: format!("conv-{request_id}"),
         prompt: format!("prompt {request_id}"),
         work_mode: WorkMode::Execute,
+        outside_project: OutsideProject::Deny,
         images: Vec::new(),
         profile_id: None,
         space: space.clone(),
+        native_session: None,
     }
 }
 
@@ -184,7 +224,7 @@ pub async fn acquire(
     let fake = fake.clone();
     registry
         .acquire(
-            super::process::OPENCODE_FAMILY,
+            FAKE_FAMILY,
             RuntimeKey::new(key),
             space.clone(),
             move || Ok(fake as Arc<dyn ProcessRuntime>),

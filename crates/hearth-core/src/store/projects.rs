@@ -6,6 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::error::{check_name, StoreError, StoreResult};
 use super::{expect_one, new_id, now_ms, Store, MAX_NAME_CHARS, MAX_PROJECTS};
+use crate::runtime::OutsideProject;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
@@ -16,12 +17,23 @@ pub struct Project {
     pub path: String,
     pub added_at: i64,
     pub last_opened_at: i64,
+    /// What happens when the agent reaches outside the folder: refused, or the user is asked.
+    pub outside_project: OutsideProject,
 }
 
-const COLUMNS: &str = "id, name, path, added_at, last_opened_at";
+const COLUMNS: &str = "id, name, path, added_at, last_opened_at, outside_project";
+
+fn outside_text(policy: OutsideProject) -> &'static str {
+    match policy {
+        OutsideProject::Deny => "deny",
+        OutsideProject::Ask => "ask",
+    }
+}
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
-    Ok(Project { id: row.get(0)?, name: row.get(1)?, path: row.get(2)?, added_at: row.get(3)?, last_opened_at: row.get(4)? })
+    // Anything but "ask" reads as the safe default.
+    let outside = if row.get::<_, String>(5)? == "ask" { OutsideProject::Ask } else { OutsideProject::Deny };
+    Ok(Project { id: row.get(0)?, name: row.get(1)?, path: row.get(2)?, added_at: row.get(3)?, last_opened_at: row.get(4)?, outside_project: outside })
 }
 
 impl Store {
@@ -47,10 +59,10 @@ impl Store {
             return Err(StoreError::TooMany { what: "projects", max: MAX_PROJECTS });
         }
         let now = now_ms();
-        let project = Project { id: new_id(), name, path, added_at: now, last_opened_at: now };
+        let project = Project { id: new_id(), name, path, added_at: now, last_opened_at: now, outside_project: OutsideProject::default() };
         inner.conn.execute(
-            &format!("INSERT INTO projects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
-            params![project.id, project.name, project.path, project.added_at, project.last_opened_at],
+            &format!("INSERT INTO projects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            params![project.id, project.name, project.path, project.added_at, project.last_opened_at, outside_text(project.outside_project)],
         )?;
         tracing::info!(id = %project.id, path = %project.path, "project added");
         Ok(project)
@@ -79,6 +91,13 @@ impl Store {
         let name = name.trim();
         check_name("project name", name, MAX_NAME_CHARS)?;
         let changed = self.lock().conn.execute("UPDATE projects SET name = ?2 WHERE id = ?1", params![id, name])?;
+        expect_one(changed, "project", id)
+    }
+
+    /// Whether the agent is refused or the user asked when a turn reaches outside the folder. Takes
+    /// effect from the next message of each conversation.
+    pub fn set_project_outside_policy(&self, id: &str, policy: OutsideProject) -> StoreResult<()> {
+        let changed = self.lock().conn.execute("UPDATE projects SET outside_project = ?2 WHERE id = ?1", params![id, outside_text(policy)])?;
         expect_one(changed, "project", id)
     }
 
@@ -160,6 +179,17 @@ mod tests {
         assert_eq!(std::fs::read_to_string(folder.join("notes.txt")).unwrap(), "mine");
         let err = store.remove_project(&project.id).unwrap_err();
         assert_eq!(err.to_string(), "This project no longer exists (it may have been deleted).");
+    }
+
+    #[test]
+    fn the_outside_folder_policy_defaults_to_deny_and_can_be_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_at(dir.path());
+        let project = store.add_project(&project_dir(dir.path(), "p")).unwrap();
+        assert_eq!(project.outside_project, OutsideProject::Deny);
+        store.set_project_outside_policy(&project.id, OutsideProject::Ask).unwrap();
+        assert_eq!(store.get_project(&project.id).unwrap().outside_project, OutsideProject::Ask);
+        assert!(matches!(store.set_project_outside_policy("nope", OutsideProject::Ask), Err(StoreError::NotFound { .. })));
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE messages ADD COLUMN cache_read_tokens INTEGER;
         ",
     },
+    Migration {
+        name: "add_project_outside_policy",
+        sql: "ALTER TABLE projects ADD COLUMN outside_project TEXT NOT NULL DEFAULT 'deny';",
+    },
 ];
 
 /// The version this build writes.

@@ -224,6 +224,24 @@ impl Store {
         Ok(())
     }
 
+    /// End a reply as done with the text the runtime stored for its turn. What streamed is replaced
+    /// by it: a gap in the event stream can leave the streamed text short, and a finished reply
+    /// must read as the runtime kept it.
+    pub fn finish_done(&self, message_id: &str, text: &str) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let current = inner.status_of(message_id)?;
+        if current.is_finished() {
+            return Err(StoreError::StatusChange { from: current, to: MessageStatus::Done });
+        }
+        inner.pending.remove(message_id);
+        inner.conn.execute(
+            "UPDATE messages SET text = ?2, status = 'done', error = NULL, updated_at = ?3 WHERE id = ?1",
+            params![message_id, bounded(text, MAX_REPLY_TEXT_BYTES), now_ms()],
+        )?;
+        tracing::debug!(message_id, "message finished");
+        Ok(())
+    }
+
     /// Call once at startup: turns a crash left unfinished become errors with a sentence. Replies
     /// that were being written get [`INTERRUPTED_REPLY_ERROR`] (their text so far is kept); user
     /// messages never sent get [`INTERRUPTED_SEND_ERROR`] and keep their text, ready to send again.

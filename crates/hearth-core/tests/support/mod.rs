@@ -1,79 +1,46 @@
-//! Shared by the integration tests that drive the real runtime binary.
-#![allow(dead_code)]
+//! Shared by the integration tests: the test side of `hearth_core::diagnostics::kit` (which the
+//! self-test, the benches and these tests all use), and the rule for a missing runtime.
+#![allow(dead_code, unused_imports)]
 
-use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use hearth_core::binaries::executable::ProbeEnv;
-use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
-use hearth_core::binaries::opencode::{self as locate, LocateInputs};
-use hearth_core::binaries::ripgrep::{self, RgInputs};
-use hearth_core::scripted_model::ScriptedModelServer;
-
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-/// The pinned runtime binary and the folder holding `rg`. In CI a missing one FAILS the test;
-/// elsewhere the test says so and is not run.
-pub async fn require_runtime() -> Option<(PathBuf, PathBuf)> {
-    let scratch = tempfile::tempdir().unwrap();
-    let env = ProbeEnv { scratch_home: scratch.path().into() };
-    let oc = locate::locate(&LocateInputs { anchors: vec![workspace_root()], ..Default::default() }, &env).await;
-    let rg = ripgrep::locate(&RgInputs::from_process(None, None), &env).await;
-    match (oc, rg) {
-        (Ok(oc), Ok(rg)) => Some((oc.path, rg.path.parent().unwrap().to_path_buf())),
-        (oc, rg) => {
-            let why = format!("runtime: {:?}; rg: {:?}", oc.err().map(|e| e.to_string()), rg.err().map(|e| e.to_string()));
-            if std::env::var_os("CI").is_some() {
-                panic!("the real runtime is required in CI: {why}");
-            }
-            eprintln!("NOT RUN (no CI): {why}. Run scripts/setup.sh.");
-            None
-        }
-    }
-}
-
-pub const PROFILE_ID: &str = "scripted";
-
-/// A runtime configuration whose one profile is the scripted model server.
-pub fn config_for(binary: PathBuf, rg_dir: PathBuf, model: &ScriptedModelServer, image_input: bool) -> RuntimeConfig {
-    RuntimeConfig {
-        binary,
-        rg_dir: Some(rg_dir),
-        profiles: vec![ModelProfile {
-            id: PROFILE_ID.into(),
-            name: "Built-in scripted model".into(),
-            protocol: Protocol::OpenAiChatCompletions,
-            base_url: model.base_url(),
-            model: model.model_id().into(),
-            authentication: Authentication::ApiKey(model.api_key().into()),
-            image_input,
-        }],
-        default_profile: PROFILE_ID.into(),
-        plugins: vec![],
-        mcp: Default::default(),
-        skills_paths: vec![],
-    }
-}
-
+pub use hearth_core::diagnostics::kit::{self, gone_within, run_request, run_to_end, scripted_config, wait_until, workspace_root, FoundRuntime};
 pub use hearth_core::host::procinfo::is_running as alive;
 
-/// Wait up to `secs` for `pid` to be gone.
-pub async fn gone_within(pid: u32, secs: u64) -> bool {
-    for _ in 0..secs * 10 {
-        if !alive(pid) {
-            return true;
+/// Set to `1` to skip the tests that need the real runtime on a machine without it. Without it, a
+/// missing runtime FAILS those tests, wherever they run (README: "Tests").
+pub const SKIP_RUNTIME_TESTS_ENV: &str = "HEARTH_SKIP_RUNTIME_TESTS";
+
+/// Set to `1` to skip the tests that need root (mounting a small tmpfs); without it they fail when
+/// not run as root.
+pub const SKIP_ROOT_TESTS_ENV: &str = "HEARTH_SKIP_ROOT_TESTS";
+
+/// Bound on one turn in the tests (a first prompt in a new project takes 3–10 s; more on a loaded
+/// 2-core machine).
+pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Log to the test's output when `RUST_LOG` asks for it (`RUST_LOG=hearth_core=debug`).
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+}
+
+/// The pinned runtime binary and `rg`. Missing, the test fails — unless the person running it
+/// opted out with [`SKIP_RUNTIME_TESTS_ENV`]`=1`, and then it says so and is not run.
+pub async fn require_runtime() -> Option<FoundRuntime> {
+    init_logging();
+    match kit::locate_runtime().await {
+        Ok(found) => Some(found),
+        Err(why) if std::env::var(SKIP_RUNTIME_TESTS_ENV).as_deref() == Ok("1") => {
+            eprintln!("NOT RUN ({SKIP_RUNTIME_TESTS_ENV}=1): {why}");
+            None
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Err(why) => panic!("this test needs the real runtime and rg: {why}. Run scripts/setup.sh, or set {SKIP_RUNTIME_TESTS_ENV}=1 to skip it."),
     }
-    !alive(pid)
 }
 
 /// A small PNG, distinct per `width`.
 pub fn png(width: u32) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
-    image::RgbaImage::from_pixel(width, 1, image::Rgba([200, 80, 20, 255]))
-        .write_to(&mut out, image::ImageFormat::Png)
-        .unwrap();
+    image::RgbaImage::from_pixel(width, 1, image::Rgba([200, 80, 20, 255])).write_to(&mut out, image::ImageFormat::Png).unwrap();
     out.into_inner()
 }

@@ -32,6 +32,19 @@ fn ten_thousand_deltas_make_one_correct_reply_quickly() {
 }
 
 #[test]
+fn a_done_reply_reads_as_the_runtime_stored_it_whatever_streamed() {
+    let (store, conversation, _dir) = with_conversation();
+    let reply = store.begin_assistant_message(&conversation).unwrap();
+    // A gap in the event stream: only part of the text streamed.
+    store.append_text(&reply.id, "PROJ").unwrap();
+    store.finish_done(&reply.id, "PROJECT_7").unwrap();
+    let stored = store.get_message(&reply.id).unwrap();
+    assert_eq!((stored.text.as_str(), stored.status), ("PROJECT_7", MessageStatus::Done));
+    assert!(matches!(store.finish_done(&reply.id, "again"), Err(StoreError::StatusChange { .. })));
+    assert_eq!(store.get_message(&reply.id).unwrap().text, "PROJECT_7");
+}
+
+#[test]
 fn a_finished_reply_takes_no_more_text() {
     let (store, conversation, _dir) = with_conversation();
     let reply = store.begin_assistant_message(&conversation).unwrap();

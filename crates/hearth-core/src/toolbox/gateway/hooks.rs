@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{CapabilityToken, Gateway, GrantScope};
-use crate::runtime::RunHooks;
+use crate::runtime::{Cause, GrantRefused, RunHooks};
 
 /// Grants waiting for their run's session, by request id. Bounded by the runs in flight.
 pub struct GatewayRunHooks {
@@ -33,12 +33,21 @@ impl GatewayRunHooks {
 }
 
 impl RunHooks for GatewayRunHooks {
-    fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), String> {
+    fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), GrantRefused> {
         let token = self.pending.lock().unwrap().get(request_id).cloned();
         match token {
             // A run without a grant gets no tools of the gateway: its calls are refused there.
             None => Ok(()),
-            Some(token) => self.gateway.bind_session(session_id, request_id, &token).map_err(|e| e.to_string()),
+            Some(token) => self.gateway.bind_session(session_id, request_id, &token).map_err(|e| GrantRefused(Cause::new(e))),
+        }
+    }
+
+    fn child_session(&self, request_id: &str, child_session_id: &str) {
+        let token = self.pending.lock().unwrap().get(request_id).cloned();
+        if let Some(token) = token {
+            if let Err(e) = self.gateway.bind_session(child_session_id, request_id, &token) {
+                tracing::warn!(error = %e, "a subagent session could not share its request's grant");
+            }
         }
     }
 

@@ -2,12 +2,8 @@
 //! environment they need.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use tokio::process::{Child, Command};
-
-/// After SIGTERM to a server's group, how long before SIGKILL.
-pub const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Environment variables passed through from Hearth to a custom server; nothing else is inherited
 /// (Hearth's own environment may hold secrets the server must not see).
 pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM"];
@@ -33,19 +29,7 @@ pub async fn spawn(cmd: Command) -> std::io::Result<Child> {
     crate::host::child::spawn(cmd).await
 }
 
-/// Stop a server's whole group: SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps the child.
+/// Stop a server's whole group and reap it (see [`crate::host::child::stop_group`]).
 pub async fn stop_group(child: &mut Child) {
-    let Some(pid) = child.id() else { return };
-    let pgid = pid as libc::pid_t;
-    // SAFETY: plain syscall on a group we created.
-    unsafe { libc::kill(-pgid, libc::SIGTERM) };
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
-        // SAFETY: as above.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        let _ = child.wait().await;
-    } else {
-        // The leader is gone; make sure nothing else of its group lingers.
-        // SAFETY: as above.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    }
+    crate::host::child::stop_child(child).await;
 }

@@ -1,0 +1,176 @@
+//! What an action of the app can fail with: one variant per kind of failure, each with a stable
+//! [`ErrorCode`] the window (and anything else) branches on, and a Display that is the user's
+//! sentence. The shell sends both across the IPC edge; nothing compares sentences.
+
+use std::path::PathBuf;
+
+use crate::binaries::opencode::LocateError;
+use crate::binaries::ripgrep::RgError;
+use crate::images::ImageError;
+use crate::knowledge::KnowledgeError;
+use crate::runtime::RuntimeError;
+use crate::scripted_model::ModelServerError;
+use crate::space::SpaceError;
+use crate::store::StoreError;
+use crate::toolbox::gateway::GatewayError;
+use crate::toolbox::skills::SkillError;
+
+/// A failure's meaning, stable across versions and wordings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorCode {
+    /// The thing asked for does not exist (any more).
+    NotFound,
+    /// The input is not acceptable as given (empty, too long, malformed).
+    InvalidInput,
+    /// A bound was reached (too many of something, too large).
+    LimitReached,
+    /// A reply is running in the conversation.
+    Busy,
+    /// Nothing is running that could be stopped.
+    NotRunning,
+    /// The project folder is gone or unreadable.
+    ProjectFolder,
+    /// An attached image was refused.
+    Image,
+    /// The runtime (or ripgrep) is missing or the wrong version.
+    RuntimeMissing,
+    /// The runtime could not start.
+    RuntimeStart,
+    /// The runtime did not answer, refused, or died.
+    RuntimeFailed,
+    /// The runtime was stopped (Hearth is closing, or its configuration changed).
+    RuntimeStopped,
+    /// Hearth's own files (database, secrets, attachments, reports) could not be read or written.
+    Storage,
+    /// The knowledge base failed.
+    Knowledge,
+    /// The MCP gateway failed.
+    Gateway,
+    /// A skill package was refused.
+    Skill,
+    /// A self-test is running already, or none has run yet.
+    Selftest,
+    /// Hearth itself failed (a bug): the sentence says what.
+    Internal,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    RuntimeMissing(#[from] LocateError),
+    #[error(transparent)]
+    RipgrepMissing(#[from] RgError),
+    #[error("The built-in scripted model could not start: {0}")]
+    BuiltinModel(#[from] ModelServerError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Knowledge(#[from] KnowledgeError),
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+    #[error("A reply is still running in this conversation; wait for it or stop it first.")]
+    Busy,
+    #[error("Nothing is running in this conversation.")]
+    NotRunning,
+    #[error("That attachment is no longer prepared; attach the image again.")]
+    UnknownAttachment,
+    #[error("The model profile “{0}” does not accept images; choose a profile with image input or remove the images.")]
+    NoImageInput(String),
+    #[error("Hearth could not write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("A self-test is already running; wait for it or cancel it.")]
+    SelftestRunning,
+    #[error("Run the self-test first.")]
+    NoSelftestReport,
+    #[error("Hearth stopped a task unexpectedly: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl AppError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AppError::Store(e) => store_code(e),
+            AppError::Space(_) => ErrorCode::ProjectFolder,
+            AppError::Runtime(e) => runtime_code(e),
+            AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) => ErrorCode::RuntimeMissing,
+            AppError::BuiltinModel(_) => ErrorCode::RuntimeStart,
+            AppError::Image(_) | AppError::NoImageInput(_) | AppError::UnknownAttachment => ErrorCode::Image,
+            AppError::Knowledge(e) => knowledge_code(e),
+            AppError::Gateway(_) => ErrorCode::Gateway,
+            AppError::Skill(_) => ErrorCode::Skill,
+            AppError::Busy => ErrorCode::Busy,
+            AppError::NotRunning => ErrorCode::NotRunning,
+            AppError::Write { .. } => ErrorCode::Storage,
+            AppError::SelftestRunning | AppError::NoSelftestReport => ErrorCode::Selftest,
+            AppError::Task(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+fn store_code(e: &StoreError) -> ErrorCode {
+    match e {
+        StoreError::NotFound { .. } => ErrorCode::NotFound,
+        StoreError::Space(_) => ErrorCode::ProjectFolder,
+        StoreError::Empty { .. }
+        | StoreError::TooLong { .. }
+        | StoreError::InvalidBaseUrl { .. }
+        | StoreError::InvalidEnvName { .. }
+        | StoreError::BuiltinProfile
+        | StoreError::StatusChange { .. }
+        | StoreError::NotStreaming { .. } => ErrorCode::InvalidInput,
+        StoreError::MessageTooLong { .. }
+        | StoreError::ReplyTooLong
+        | StoreError::TooManyAttachments { .. }
+        | StoreError::ThumbnailTooLarge { .. }
+        | StoreError::TooMany { .. }
+        | StoreError::SettingTooLarge { .. } => ErrorCode::LimitReached,
+        _ => ErrorCode::Storage,
+    }
+}
+
+fn runtime_code(e: &RuntimeError) -> ErrorCode {
+    match e {
+        RuntimeError::Start(_) => ErrorCode::RuntimeStart,
+        RuntimeError::Died(_) | RuntimeError::Unreachable(_) | RuntimeError::Refused(_) => ErrorCode::RuntimeFailed,
+        RuntimeError::InvalidRequest(_) | RuntimeError::WrongSpace { .. } => ErrorCode::InvalidInput,
+        RuntimeError::NoSession => ErrorCode::NotFound,
+        RuntimeError::Cancelled | RuntimeError::Disposed | RuntimeError::Replaced => ErrorCode::RuntimeStopped,
+    }
+}
+
+fn knowledge_code(e: &KnowledgeError) -> ErrorCode {
+    match e {
+        KnowledgeError::LibraryNotFound(_) | KnowledgeError::DocumentNotFound(_) | KnowledgeError::SourceMissing { .. } => ErrorCode::NotFound,
+        KnowledgeError::InvalidName { .. } | KnowledgeError::OutsideRoot { .. } => ErrorCode::InvalidInput,
+        KnowledgeError::TooManyLibraries { .. } => ErrorCode::LimitReached,
+        _ => ErrorCode::Knowledge,
+    }
+}
+
+pub type AppResult<T> = Result<T, AppError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_has_its_code_and_its_sentence() {
+        assert_eq!(AppError::Busy.code(), ErrorCode::Busy);
+        assert!(AppError::Busy.to_string().contains("still running"));
+        let missing = AppError::from(StoreError::NotFound { what: "conversation", id: "c1".into() });
+        assert_eq!(missing.code(), ErrorCode::NotFound);
+        let too_long = AppError::from(StoreError::MessageTooLong { bytes: usize::MAX / 2 });
+        assert_eq!(too_long.code(), ErrorCode::LimitReached);
+        assert_eq!(AppError::from(RuntimeError::Disposed).code(), ErrorCode::RuntimeStopped);
+        assert_eq!(AppError::from(SpaceError::Missing { path: "/gone".into() }).code(), ErrorCode::ProjectFolder);
+    }
+}
