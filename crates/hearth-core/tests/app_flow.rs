@@ -59,6 +59,7 @@ fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
         paths,
         registry: RegistryConfig::default(),
         runtime: Default::default(),
+        secrets: hearth_core::store::secrets::SecretsBackend::FileOnly,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod tools;
 mod conversations;
 pub mod diagnostics;
 pub mod runtime_config;
+pub mod startup;
 pub mod updates;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use crate::opencode::runtime::{OpenCodeRuntime, RuntimeOptions, SharedOpenCode};
 use crate::host::paths::AppPaths;
 use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
+use crate::store::secrets::SecretsBackend;
 use crate::store::{Store, StoreError};
 
 /// How long closing the app waits for a cancelled self-test to clean up.
@@ -72,6 +74,8 @@ pub struct HearthOptions {
     pub binaries: BinaryInputs,
     pub registry: RegistryConfig,
     pub runtime: RuntimeOptions,
+    /// Whether secrets may go to the desktop keyring (the app) or stay in the private file (tests).
+    pub secrets: SecretsBackend,
 }
 
 /// A turn running in one conversation: what stops it.
@@ -106,8 +110,8 @@ impl Hearth {
     /// Open the store (recovering turns a crash interrupted) and sweep runtimes an earlier Hearth
     /// left behind. The runtime itself starts on first use.
     pub async fn open(options: HearthOptions, updates: Arc<dyn UpdateSink>) -> AppResult<Arc<Self>> {
-        let data = options.paths.data_dir.clone();
-        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data))
+        let (data, secrets) = (options.paths.data_dir.clone(), options.secrets);
+        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data, secrets))
             .await
             .map_err(|e| AppError::Task(e.to_string()))??;
         let recovered = blocking(&store, |s| s.recover_interrupted()).await?;
