@@ -8,11 +8,14 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # System packages: the Tauri/WebKitGTK build set, Xvfb + WebKitWebDriver for headless e2e, ripgrep
 # (the runtime's search tools need it), ImageMagick for screenshots of the Xvfb screen, xdotool to
-# answer native file dialogs in e2e (WebDriver reaches only the web view).
+# answer native file dialogs in e2e (WebDriver reaches only the web view). dbus, gnome-keyring and
+# libsecret-tools (secret-tool): the keyring test starts a real Secret Service on a private session
+# bus and checks with libsecret's own tool that API keys land there (tests/secrets_keyring.rs).
 APT_PACKAGES=(
   build-essential pkg-config curl wget file ca-certificates
   libwebkit2gtk-4.1-dev libgtk-3-dev libssl-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
   xvfb xauth webkit2gtk-driver fonts-dejavu-core ripgrep imagemagick xdotool
+  dbus gnome-keyring libsecret-tools
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

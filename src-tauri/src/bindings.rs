@@ -18,6 +18,7 @@ pub fn builder() -> Builder<tauri::Wry> {
         .dangerously_cast_bigints_to_number()
         .commands(collect_commands![
             runtime::runtime_report,
+            runtime::secrets_location,
             projects::list_projects,
             projects::add_project,
             projects::remove_project,
@@ -37,6 +38,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             profiles::list_profiles,
             profiles::save_profile,
             profiles::delete_profile,
+            profiles::clear_profile_api_key,
             profiles::test_profile,
             profiles::app_settings,
             profiles::set_theme,

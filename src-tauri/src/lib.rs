@@ -10,7 +10,7 @@ mod state;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hearth_core::app::{Hearth, HearthOptions};
+use hearth_core::app::{startup, Hearth, HearthOptions};
 use hearth_core::host::{logging, paths::AppPaths, single_instance as instance};
 
 /// Entry point of the `hearth` binary: a CLI subcommand when one is given, else the window.
@@ -66,8 +66,7 @@ pub fn main_entry() -> i32 {
             return 1;
         }
     };
-    run_app(context, paths, resource_dir, guard);
-    0
+    run_app(context, paths, resource_dir, guard)
 }
 
 /// Show, unminimise and focus the main window (asked for by a second start of Hearth).
@@ -89,20 +88,33 @@ fn startup_failure_dialog(message: &str) {
         .show();
 }
 
-fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: Option<PathBuf>, guard: instance::InstanceGuard) {
+/// Open the app, then its window; the exit code.
+fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: Option<PathBuf>, guard: instance::InstanceGuard) -> i32 {
+    let options = HearthOptions::new(paths.clone(), state::binary_inputs(&paths, resource_dir.clone()));
+    let updates = Arc::new(window_updates::WindowUpdates::default());
+    // Before the window: files Hearth cannot use (a damaged secrets file, a database from a newer
+    // Hearth, a failed upgrade) are named in a native message, and nothing else starts.
+    let hearth = match tauri::async_runtime::block_on(Hearth::open(options, updates.clone())) {
+        Ok(hearth) => hearth,
+        Err(e) => {
+            tracing::error!(error = %e, "Hearth could not open its data folder");
+            let message = startup::open_failure_message(&e, &paths);
+            eprintln!("hearth: {message}");
+            startup_failure_dialog(&message);
+            return 1;
+        }
+    };
     let builder = bindings::builder();
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
         .invoke_handler(builder.invoke_handler())
         .setup(move |app| {
             builder.mount_events(app);
+            updates.attach(app.handle().clone());
             let handle = app.handle().clone();
             guard.serve(move || bring_forward(&handle));
             // Held until the process exits: the data folder stays ours while the app runs.
             tauri::Manager::manage(app, guard);
-            let options = HearthOptions::new(paths.clone(), state::binary_inputs(&paths, resource_dir.clone()));
-            let events = Arc::new(window_updates::WindowUpdates(app.handle().clone()));
-            let hearth = tauri::async_runtime::block_on(Hearth::open(options, events))?;
             tauri::Manager::manage(app, state::AppState { paths, resource_dir, hearth });
             Ok(())
         })
@@ -117,4 +129,5 @@ fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: O
             }
         }
     });
+    0
 }

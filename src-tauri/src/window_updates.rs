@@ -7,12 +7,21 @@ use tauri_specta::Event as _;
 #[derive(Debug, Clone, serde::Serialize, specta::Type, tauri_specta::Event)]
 pub struct ConversationUpdated(pub ConversationUpdate);
 
-/// Sends the app's events to the window.
-pub struct WindowUpdates(pub tauri::AppHandle);
+/// Sends the app's events to the window once it exists: the app is opened before its window (so a
+/// data folder it cannot use is said before anything starts), and no conversation runs until then.
+#[derive(Default)]
+pub struct WindowUpdates(std::sync::OnceLock<tauri::AppHandle>);
+
+impl WindowUpdates {
+    pub fn attach(&self, handle: tauri::AppHandle) {
+        let _ = self.0.set(handle);
+    }
+}
 
 impl UpdateSink for WindowUpdates {
     fn conversation(&self, event: ConversationUpdate) {
-        if let Err(e) = ConversationUpdated(event).emit(&self.0) {
+        let Some(handle) = self.0.get() else { return };
+        if let Err(e) = ConversationUpdated(event).emit(handle) {
             tracing::warn!(error = %e, "could not send an event to the window");
         }
     }

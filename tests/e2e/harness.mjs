@@ -14,6 +14,12 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const APP_BIN = process.env.HEARTH_APP_BIN ?? path.join(ROOT, "target/debug/hearth");
 export const SCREENSHOT_DIR = path.join(ROOT, "test-output/screenshots");
 
+/**
+ * The app's session bus in tests: a socket that does not exist, so no desktop keyring answers and a
+ * test's secrets go to its throw-away data folder, never into a keyring of the machine running it.
+ */
+export const NO_KEYRING_ENV = { DBUS_SESSION_BUS_ADDRESS: "unix:path=/nonexistent/hearth-e2e-no-session-bus" };
+
 /** Bounds, named: how long each start-up step may take. */
 const XVFB_START_MS = 10_000;
 const DRIVER_START_MS = 20_000;
@@ -108,7 +114,7 @@ export async function launchApp({ env = {}, dataDir = null, cwd = undefined } = 
   const driver = track(spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
     // The app's own log stays in its data folder; the test output shows warnings only.
     // GTK keeps dialog settings in dconf, which needs a session bus Xvfb does not have: keep them in memory.
-    env: { ...process.env, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", GSETTINGS_BACKEND: "memory", ...env },
+    env: { ...process.env, ...NO_KEYRING_ENV, DISPLAY: display, HEARTH_DATA_DIR: dataDir, RUST_LOG: process.env.HEARTH_E2E_LOG ?? "warn", GSETTINGS_BACKEND: "memory", ...env },
     stdio: ["ignore", "inherit", "inherit"],
     cwd,
   }));

@@ -1,7 +1,8 @@
 // The Runtime view in the real window, against the real runtime binary.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { launchApp, realRuntime, screenshot, stopApp, textOf } from "./harness.mjs";
+import path from "node:path";
+import { click, launchApp, realRuntime, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
 
 describe("Runtime view (real window, real runtime binary)", () => {
   let app;
@@ -28,5 +29,30 @@ describe("Runtime view (real window, real runtime binary)", () => {
     assert.match(await textOf(app.browser, "ripgrep-path"), /\/rg$/);
     assert.equal(await textOf(app.browser, "data-dir"), app.dataDir);
     await screenshot(app.browser, "runtime-view");
+  });
+
+  it("says secrets are kept in a private file when no desktop keyring answers", async () => {
+    // The harness gives the app a session bus address with nothing behind it.
+    const file = path.join(app.dataDir, "secrets.json");
+    assert.equal(await textOf(app.browser, "secrets-location"), `Secrets are kept in a private file ${file}, because no desktop keyring answered.`);
+  });
+
+  it("clears a profile's key from the Models view", async () => {
+    const KEY = "sk-e2e-clear-me-3f9a";
+    await click(app.browser, "nav-profiles");
+    await click(app.browser, "add-profile");
+    const form = await app.browser.$('[data-testid="profile-form"]');
+    const [name, url, model, key] = await form.$$("input");
+    await name.setValue("Keyed");
+    await url.setValue("https://api.example.com/v1");
+    await model.setValue("m");
+    await key.setValue(KEY);
+    await (await form.$('button[type="submit"]')).click();
+    const keyState = () => texts(app.browser, '[data-testid="profile-key-state"]');
+    await until(async () => (await keyState()).includes("Text only · API key stored"), "the new profile with its key");
+    await screenshot(app.browser, "profile-with-key");
+    await click(app.browser, "profile-clear-key");
+    await until(async () => !(await keyState()).some((t) => t.includes("API key stored")), "the profile to show no key");
+    assert.deepEqual(await texts(app.browser, '[data-testid="profile-clear-key"]'), [], "no key left to clear");
   });
 });

@@ -3,6 +3,7 @@
 //! `cargo run -p hearth-core --example seed_conversation -- <data-dir> <project-dir> <messages>`
 
 use hearth_core::runtime::Usage;
+use hearth_core::store::secrets::SecretsBackend;
 use hearth_core::store::{MessageStatus, Store, ToolCall, ToolCallStatus};
 
 fn main() {
@@ -14,7 +15,7 @@ fn main() {
     let count: usize = count.parse().expect("a message count");
     std::fs::create_dir_all(project).expect("project folder");
     std::fs::create_dir_all(data).expect("data folder");
-    let store = Store::open_in_data_dir(std::path::Path::new(data)).expect("store");
+    let store = Store::open_in_data_dir(std::path::Path::new(data), SecretsBackend::FileOnly).expect("store");
     let p = store.add_project(std::path::Path::new(project)).expect("project");
     let c = store.create_conversation(&p.id, "Long conversation").expect("conversation");
     for i in 0..count / 2 {

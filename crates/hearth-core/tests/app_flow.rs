@@ -54,7 +54,7 @@ fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
     let paths = AppPaths::under(data);
     paths.ensure().unwrap();
     let binaries = BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
-    HearthOptions::new(paths, binaries)
+    HearthOptions { secrets: hearth_core::store::secrets::SecretsBackend::FileOnly, ..HearthOptions::new(paths, binaries) }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

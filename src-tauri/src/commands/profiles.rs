@@ -26,6 +26,13 @@ pub async fn delete_profile(state: State<'_, AppState>, id: String) -> R<()> {
     Ok(state.hearth.delete_profile(id).await?)
 }
 
+/// Remove the profile's stored API key.
+#[tauri::command]
+#[specta::specta]
+pub async fn clear_profile_api_key(state: State<'_, AppState>, id: String) -> R<ModelProfile> {
+    Ok(state.hearth.clear_profile_api_key(id).await?)
+}
+
 /// One real generation request with the profile.
 #[tauri::command]
 #[specta::specta]

@@ -8,6 +8,8 @@ import * as __TAURI_EVENT from "@tauri-apps/api/event";
 export const commands = {
 	/**  Check the runtime binary, ripgrep and the data folder. */
 	runtimeReport: () => typedError<RuntimeReport, CommandError>(__TAURI_INVOKE("runtime_report")),
+	/**  Where API keys and other secrets are kept (the desktop keyring or a private file). */
+	secretsLocation: () => __TAURI_INVOKE<SecretsLocation>("secrets_location"),
 	listProjects: () => typedError<Project[], CommandError>(__TAURI_INVOKE("list_projects")),
 	/**  Add a project folder (the same folder twice gives the existing project). */
 	addProject: (path: string) => typedError<Project, CommandError>(__TAURI_INVOKE("add_project", { path })),
@@ -33,6 +35,8 @@ export const commands = {
 	/**  Add (`id` null) or update a profile; the API key is stored outside the database. */
 	saveProfile: (id: string | null, save: ProfileSave) => typedError<ModelProfile, CommandError>(__TAURI_INVOKE("save_profile", { id, save })),
 	deleteProfile: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("delete_profile", { id })),
+	/**  Remove the profile's stored API key. */
+	clearProfileApiKey: (id: string) => typedError<ModelProfile, CommandError>(__TAURI_INVOKE("clear_profile_api_key", { id })),
 	/**  One real generation request with the profile. */
 	testProfile: (id: string) => typedError<ProfileTestOutcome, CommandError>(__TAURI_INVOKE("test_profile", { id })),
 	appSettings: () => typedError<AppSettings, CommandError>(__TAURI_INVOKE("app_settings")),
@@ -502,6 +506,20 @@ export type SearchHit = {
 	/**  Relevance (negated bm25 of the best chunk): higher is better; comparable within one search. */
 	score: number | null,
 };
+
+/**  Where secrets are kept, as the Runtime view shows it. Carries paths, never a secret. */
+export type SecretsLocation = {
+	place: SecretsPlace,
+	/**
+	 *  The private file secrets are kept in; with the keyring, the file some still wait in to be
+	 *  moved (none once all were moved).
+	 */
+	file: string | null,
+	/**  One sentence for the user. */
+	summary: string,
+};
+
+export type SecretsPlace = "desktopKeyring" | "privateFile";
 
 /**  The whole self-test, for the results table, the JSON export and the CLI. Holds no secrets. */
 export type SelftestReport = {

@@ -9,6 +9,7 @@ pub mod diagnostics;
 mod error;
 mod profiles;
 pub mod runtime_config;
+pub mod startup;
 pub mod tools;
 pub mod updates;
 
@@ -29,6 +30,7 @@ use crate::host::paths::AppPaths;
 use crate::images::PreparedImage;
 use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
+use crate::store::secrets::SecretsBackend;
 use crate::store::{Store, StoreError};
 
 /// How long closing the app waits for a cancelled self-test to clean up.
@@ -43,11 +45,14 @@ pub struct HearthOptions {
     /// Where the runtime's client connects instead of the address the process printed (a test's
     /// severable proxy); `None` in the app.
     pub connect_via: Option<Arc<dyn Fn(std::net::SocketAddr) -> std::net::SocketAddr + Send + Sync>>,
+    /// Whether secrets may go to the desktop keyring (the app) or stay in the private file (tests).
+    pub secrets: SecretsBackend,
 }
 
 impl HearthOptions {
+    /// The app's options: production bounds, secrets in the keyring where one answers.
     pub fn new(paths: AppPaths, binaries: BinaryInputs) -> Self {
-        Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None }
+        Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None, secrets: SecretsBackend::DesktopKeyring }
     }
 }
 
@@ -80,8 +85,8 @@ impl Hearth {
     /// Open the store (recovering turns a crash interrupted) and sweep runtimes an earlier Hearth
     /// left behind. The runtime itself starts on first use.
     pub async fn open(options: HearthOptions, updates: Arc<dyn UpdateSink>) -> AppResult<Arc<Self>> {
-        let data = options.paths.data_dir.clone();
-        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data)).await??;
+        let (data, secrets) = (options.paths.data_dir.clone(), options.secrets);
+        let store = tokio::task::spawn_blocking(move || Store::open_in_data_dir(&data, secrets)).await??;
         let recovered = blocking(&store, |s| s.recover_interrupted()).await?;
         if recovered > 0 {
             tracing::warn!(recovered, "marked replies interrupted by an earlier exit");

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{blocking, AppResult, Hearth};
+use crate::store::secrets::SecretsLocation;
 use crate::store::{ModelProfile, ProfileInput, BUILTIN_SCRIPTED_BASE_URL};
 
 /// How long the Test button waits for the model's answer.
@@ -43,6 +44,21 @@ impl Hearth {
             s.get_profile(&profile.id)
         })
         .await
+    }
+
+    /// Remove the profile's API key (from the keyring or the private file); the next runtime
+    /// configuration carries none for it.
+    pub async fn clear_profile_api_key(&self, id: String) -> AppResult<ModelProfile> {
+        blocking(&self.store, move |s| {
+            s.set_profile_api_key(&id, None)?;
+            s.get_profile(&id)
+        })
+        .await
+    }
+
+    /// Where API keys and other secrets are kept (the Runtime view's line).
+    pub fn secrets_location(&self) -> SecretsLocation {
+        self.store.secrets().location()
     }
 
     /// Make one real, small generation request with the profile and say how it went.

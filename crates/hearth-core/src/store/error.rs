@@ -9,10 +9,10 @@ use super::messages::MessageStatus;
 pub enum StoreError {
     #[error("Hearth could not open its database {path}: {source}")]
     Open { path: PathBuf, source: rusqlite::Error },
-    #[error("This data folder was written by a newer version of Hearth (database version {found}; this version understands up to {supported}). Update Hearth to open it.")]
-    NewerSchema { found: i64, supported: i64 },
-    #[error("Hearth could not upgrade its database (step \"{step}\" failed: {source}). Your data was left as it was.")]
-    Migration { step: &'static str, source: rusqlite::Error },
+    #[error("Hearth's database {path} was written by a newer version of Hearth (database version {found}; this version understands up to {supported}).")]
+    NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("Hearth could not upgrade its database {path} (step \"{step}\" failed: {source}). The file was left as it was.")]
+    Migration { path: PathBuf, step: &'static str, source: rusqlite::Error },
     #[error("Hearth's database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]

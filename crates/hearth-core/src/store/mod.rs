@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use crate::store::secrets::{FileSecretStore, SecretStore};
+use crate::store::secrets::{SecretStore, SecretsBackend};
 
 pub use bounds::*;
 pub use conversations::Conversation;
@@ -71,20 +71,26 @@ struct Inner {
 }
 
 impl Store {
-    /// Open (creating or upgrading) the database at `path`, with secrets kept in `secrets`.
+    /// Open (creating or upgrading) the database at `path`, with secrets kept in `secrets`. A file
+    /// this build cannot use (not a database, from a newer Hearth, an upgrade that fails) is an error
+    /// naming it, and is left byte for byte as it was.
     pub fn open(path: &Path, secrets: Arc<dyn SecretStore>) -> StoreResult<Self> {
         let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        schema::refuse_newer(path)?;
         let mut conn = Connection::open(path).map_err(open_err)?;
         configure(&conn).map_err(open_err)?;
-        schema::migrate(&mut conn)?;
+        schema::migrate(&mut conn, path)?;
+        // Only now: switching to WAL rewrites the file's header, which a refused file must keep.
+        use_wal(&conn).map_err(open_err)?;
         profiles::seed_builtin(&conn)?;
         tracing::info!(path = %path.display(), version = SCHEMA_VERSION, "store opened");
         Ok(Self { inner: Arc::new(Mutex::new(Inner { conn, pending: HashMap::new() })), secrets })
     }
 
-    /// The store in Hearth's data folder: `hearth.sqlite3` and the 0600 `secrets.json` beside it.
-    pub fn open_in_data_dir(data_dir: &Path) -> StoreResult<Self> {
-        let secrets = Arc::new(FileSecretStore::in_data_dir(data_dir)?);
+    /// The store in Hearth's data folder: `hearth.sqlite3`, with secrets in the desktop keyring or
+    /// the 0600 `secrets.json` beside it, as `backend` allows (see [`secrets::open_in_data_dir`]).
+    pub fn open_in_data_dir(data_dir: &Path, backend: SecretsBackend) -> StoreResult<Self> {
+        let secrets = secrets::open_in_data_dir(data_dir, backend)?;
         Self::open(&data_dir.join(DATABASE_FILE_NAME), secrets)
     }
 
@@ -104,16 +110,22 @@ impl Store {
     }
 }
 
+/// Connection settings that write nothing to the file.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // WAL: readers (e.g. the CLI) never block the app's writes; NORMAL sync is durable across app
-    // crashes (only a power loss can drop the last commits).
+    // NORMAL sync is durable across app crashes in WAL mode (only a power loss can drop the last
+    // commits).
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    Ok(())
+}
+
+/// WAL: readers (e.g. the CLI) never block the app's writes.
+fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(mode, "SQLite refused WAL journaling; continuing with its default");
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", true)?;
     Ok(())
 }
 
@@ -187,10 +199,26 @@ mod tests {
     }
 
     #[test]
+    fn a_file_left_by_a_crash_opens_with_everything_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_at(dir.path());
+        store.add_project(&project_dir(dir.path(), "p")).unwrap();
+        // Like a crash: the connection is never closed, so the write-ahead log is not folded in.
+        std::mem::forget(store);
+        let wal = dir.path().join(format!("{DATABASE_FILE_NAME}-wal"));
+        assert!(std::fs::metadata(&wal).unwrap().len() > 0, "the committed project is still in the log");
+        let store = open_at(dir.path());
+        assert_eq!(store.list_projects().unwrap().len(), 1);
+    }
+
+    #[test]
     fn a_file_that_is_not_a_database_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(DATABASE_FILE_NAME), vec![b'x'; 4096]).unwrap();
-        let err = Store::open_in_data_dir(dir.path()).unwrap_err();
-        assert!(err.to_string().starts_with("Hearth could not open its database"), "{err}");
+        let db = dir.path().join(DATABASE_FILE_NAME);
+        std::fs::write(&db, vec![b'x'; 4096]).unwrap();
+        let err = Store::open_in_data_dir(dir.path(), SecretsBackend::FileOnly).unwrap_err();
+        assert!(matches!(&err, StoreError::Open { path, .. } if path == &db), "{err:?}");
+        assert!(err.to_string().starts_with(&format!("Hearth could not open its database {}", db.display())), "{err}");
+        assert_eq!(std::fs::read(&db).unwrap(), vec![b'x'; 4096], "the file is left as it was");
     }
 }

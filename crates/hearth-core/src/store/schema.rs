@@ -2,7 +2,9 @@
 //! have run; each runs in its own transaction together with the version bump, so a failed step leaves
 //! the file exactly as it was. Never edit a released step: add a new one at the end.
 
-use rusqlite::Connection;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
 
 use super::error::{StoreError, StoreResult};
 
@@ -127,11 +129,27 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
-/// Bring the file up to `upto` steps (normally all of them; tests stop early to make old files).
-pub(crate) fn migrate_to(conn: &mut Connection, upto: usize) -> StoreResult<()> {
+/// Refuse an existing file written by a newer Hearth, looking at it through a read-only connection
+/// so that nothing in it changes (not even the journal mode in its header).
+pub(crate) fn refuse_newer(path: &Path) -> StoreResult<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(open_err)?;
+    let found = schema_version(&conn).map_err(open_err)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
+    }
+    Ok(())
+}
+
+/// Bring the file at `path` up to `upto` steps (normally all of them; tests stop early to make old
+/// files).
+pub(crate) fn migrate_to(conn: &mut Connection, path: &Path, upto: usize) -> StoreResult<()> {
     let found = schema_version(conn)?;
     if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema { found, supported: SCHEMA_VERSION });
+        return Err(StoreError::NewerSchema { path: path.to_path_buf(), found, supported: SCHEMA_VERSION });
     }
     for (index, step) in MIGRATIONS.iter().enumerate().take(upto).skip(found as usize) {
         let version = index as i64 + 1;
@@ -142,28 +160,28 @@ pub(crate) fn migrate_to(conn: &mut Connection, upto: usize) -> StoreResult<()> 
             tx.pragma_update(None, "user_version", version)?;
             tx.commit()
         };
-        run(conn).map_err(|source| StoreError::Migration { step: step.name, source })?;
+        run(conn).map_err(|source| StoreError::Migration { path: path.to_path_buf(), step: step.name, source })?;
         tracing::info!(step = step.name, version, "database migrated");
     }
     Ok(())
 }
 
-pub(crate) fn migrate(conn: &mut Connection) -> StoreResult<()> {
-    migrate_to(conn, MIGRATIONS.len())
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> StoreResult<()> {
+    migrate_to(conn, path, MIGRATIONS.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::WorkMode;
-    use crate::store::test_support::{open_at, project_dir};
-    use crate::store::MessageStatus;
+    use crate::store::test_support::{open_at, project_dir, secrets};
+    use crate::store::{MessageStatus, Store};
 
     /// A file as the first release wrote it: only step 1, with a project, a conversation and a
     /// message in it.
     fn write_v1_file(db: &std::path::Path, project_path: &str) {
         let mut conn = Connection::open(db).unwrap();
-        migrate_to(&mut conn, 1).unwrap();
+        migrate_to(&mut conn, db, 1).unwrap();
         assert_eq!(schema_version(&conn).unwrap(), 1);
         conn.execute_batch(&format!(
             "INSERT INTO projects VALUES ('p1', 'Old project', '{project_path}', 10, 20);
@@ -208,27 +226,53 @@ mod tests {
     }
 
     #[test]
-    fn a_file_from_a_newer_hearth_is_refused_and_left_untouched() {
+    fn a_file_from_a_newer_hearth_is_refused_by_name_and_left_byte_for_byte() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("hearth.sqlite3");
         {
             let conn = Connection::open(&db).unwrap();
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION + 40).unwrap();
         }
-        let err = crate::store::Store::open(&db, crate::store::test_support::secrets(dir.path())).unwrap_err();
-        assert!(err.to_string().contains("newer version of Hearth"), "{err}");
-        let conn = Connection::open(&db).unwrap();
-        assert_eq!(schema_version(&conn).unwrap(), SCHEMA_VERSION + 1);
+        let before = std::fs::read(&db).unwrap();
+        let err = Store::open(&db, secrets(dir.path())).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NewerSchema { path, found, supported } if path == &db && *found == SCHEMA_VERSION + 40 && *supported == SCHEMA_VERSION),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&db.display().to_string()) && text.contains("newer version of Hearth"), "{text}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "the file is left as it was");
+    }
+
+    #[test]
+    fn a_failed_upgrade_names_the_file_and_step_and_leaves_the_file_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("hearth.sqlite3");
+        {
+            // A version-2 file whose conversations table already has a column step 3 adds.
+            let mut conn = Connection::open(&db).unwrap();
+            migrate_to(&mut conn, &db, 2).unwrap();
+            conn.execute_batch("ALTER TABLE conversations ADD COLUMN profile_id TEXT").unwrap();
+        }
+        let before = std::fs::read(&db).unwrap();
+        let err = Store::open(&db, secrets(dir.path())).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Migration { path, step: "add_conversation_settings_and_usage", .. } if path == &db),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(&db.display().to_string()), "{err}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "the file is left as it was");
     }
 
     #[test]
     fn a_failing_step_rolls_back_to_the_previous_version() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = Connection::open(dir.path().join("x.sqlite3")).unwrap();
-        migrate_to(&mut conn, 1).unwrap();
+        let db = dir.path().join("x.sqlite3");
+        let mut conn = Connection::open(&db).unwrap();
+        migrate_to(&mut conn, &db, 1).unwrap();
         // Sabotage step 2: its table already exists.
         conn.execute_batch("CREATE TABLE mcp_servers (id TEXT)").unwrap();
-        let err = migrate(&mut conn).unwrap_err();
+        let err = migrate(&mut conn, &db).unwrap_err();
         assert!(err.to_string().contains("create_settings_tables") && err.to_string().contains("left as it was"), "{err}");
         assert_eq!(schema_version(&conn).unwrap(), 1);
         let model_profiles: i64 = conn

@@ -4,15 +4,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Store;
-use crate::store::secrets::{FileSecretStore, SecretStore};
+use crate::store::secrets::{FileSecretStore, SecretStore, SecretsBackend};
 
 pub fn secrets(dir: &Path) -> Arc<dyn SecretStore> {
     Arc::new(FileSecretStore::in_data_dir(dir).unwrap())
 }
 
-/// The store in `dir` as the app opens it.
+/// The store in `dir` as the app opens it, with secrets in the private file (unit tests never touch
+/// a keyring the machine may have).
 pub fn open_at(dir: &Path) -> Store {
-    Store::open_in_data_dir(dir).unwrap()
+    Store::open_in_data_dir(dir, SecretsBackend::FileOnly).unwrap()
 }
 
 /// A real, canonical project folder under `root`.

@@ -1,49 +1,15 @@
-//! Secrets (model API keys, MCP server environment values) kept OUTSIDE the settings database, so a
-//! copied or shared `hearth.sqlite3` never carries them and the UI never receives them.
-//!
-//! A platform keyring (macOS Keychain, Windows Credential Manager, the Secret Service on Linux desktops)
-//! would be preferred where available; headless Linux (CI, servers, WSL) has no Secret Service, so the
-//! implementation here is a private file: JSON, mode 0600, in Hearth's 0700 data folder. A keyring
-//! implementation can be added behind the same [`SecretStore`] trait.
+//! Secrets in a private file: JSON, mode 0600, in Hearth's 0700 data folder. Used where no desktop
+//! keyring answers (headless Linux: CI, servers, WSL), and the place older Hearths kept every key.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::{check_secret, SecretError, SecretStore, SecretsLocation, SecretsPlace, MAX_SECRETS};
+
 /// File name of the secrets file inside the data folder.
 pub const SECRETS_FILE_NAME: &str = "secrets.json";
-/// Longest secret accepted (an API key or an environment value).
-pub const MAX_SECRET_BYTES: usize = 16 * 1024;
-/// Longest secret name (e.g. `profile:<uuid>` or `mcp:<uuid>:GITHUB_TOKEN`).
-pub const MAX_SECRET_NAME_BYTES: usize = 256;
-/// Most secrets kept in one file; far above real use, it keeps a runaway caller from growing the file.
-pub const MAX_SECRETS: usize = 4096;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SecretError {
-    #[error("Hearth could not read its secrets file {path}: {detail}")]
-    Read { path: PathBuf, detail: String },
-    #[error("Hearth could not save its secrets file {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
-    #[error("This secret is {len} bytes long; Hearth accepts secrets up to {MAX_SECRET_BYTES} bytes.")]
-    TooLong { len: usize },
-    #[error("A secret cannot be empty; remove it instead.")]
-    Empty,
-    #[error("The secret name {name:?} is not valid.")]
-    BadName { name: String },
-    #[error("Hearth keeps at most {MAX_SECRETS} secrets.")]
-    TooMany,
-}
-
-/// Where secrets live. Names are chosen by the caller (the store uses `profile:<id>` and
-/// `mcp:<id>:<ENV_NAME>`); values never reach the UI.
-pub trait SecretStore: Send + Sync + std::fmt::Debug {
-    fn set(&self, name: &str, secret: &str) -> Result<(), SecretError>;
-    fn get(&self, name: &str) -> Result<Option<String>, SecretError>;
-    /// Removing a secret that is not there is not an error.
-    fn delete(&self, name: &str) -> Result<(), SecretError>;
-}
 
 /// Secrets in a JSON file readable by the user only. Loaded once, written through atomically (temp
 /// file created 0600, then renamed over), so a crash mid-write leaves the previous file intact.
@@ -51,19 +17,22 @@ pub trait SecretStore: Send + Sync + std::fmt::Debug {
 pub struct FileSecretStore {
     path: PathBuf,
     entries: Mutex<BTreeMap<String, String>>,
+    /// Kept here because no desktop keyring answered at start-up (said so in the Runtime view).
+    no_keyring: bool,
 }
 
 impl FileSecretStore {
-    /// Open (or start) the secrets file at `path`. A missing file is an empty store.
+    /// Open (or start) the secrets file at `path`. A missing file is an empty store; a damaged one
+    /// is an error and is left as it is.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, SecretError> {
         let path = path.into();
         let entries = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| SecretError::Read { path: path.clone(), detail: format!("it is not valid JSON ({e})") })?,
+                .map_err(|e| SecretError::Corrupt { path: path.clone(), line: e.line(), column: e.column() })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(SecretError::Read { path, detail: e.to_string() }),
+            Err(source) => return Err(SecretError::Read { path, source }),
         };
-        Ok(Self { path, entries: Mutex::new(entries) })
+        Ok(Self { path, entries: Mutex::new(entries), no_keyring: false })
     }
 
     /// The secrets file in Hearth's data folder.
@@ -71,8 +40,52 @@ impl FileSecretStore {
         Self::open(data_dir.join(SECRETS_FILE_NAME))
     }
 
+    /// The same store, noting that it is used because no desktop keyring answered.
+    pub fn because_no_keyring(mut self) -> Self {
+        self.no_keyring = true;
+        self
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How many secrets the file holds.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every secret in the file (to move them into the keyring).
+    pub(super) fn snapshot(&self) -> BTreeMap<String, String> {
+        self.lock().clone()
+    }
+
+    /// Drop `names` from the file in one step: one atomic rewrite, or removing the file when nothing
+    /// is left in it. On failure the file and memory keep every secret.
+    pub(super) fn forget(&self, names: &[String]) -> Result<(), SecretError> {
+        let mut entries = self.lock();
+        let mut rest = entries.clone();
+        for name in names {
+            rest.remove(name);
+        }
+        if rest.len() == entries.len() {
+            return Ok(());
+        }
+        if rest.is_empty() {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(SecretError::Write { path: self.path.clone(), source }),
+            }
+        } else {
+            self.save(&rest)?;
+        }
+        *entries = rest;
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
@@ -100,22 +113,9 @@ impl FileSecretStore {
     }
 }
 
-fn check_name(name: &str) -> Result<(), SecretError> {
-    if name.is_empty() || name.len() > MAX_SECRET_NAME_BYTES || name.chars().any(char::is_control) {
-        return Err(SecretError::BadName { name: name.chars().take(64).collect() });
-    }
-    Ok(())
-}
-
 impl SecretStore for FileSecretStore {
     fn set(&self, name: &str, secret: &str) -> Result<(), SecretError> {
-        check_name(name)?;
-        if secret.is_empty() {
-            return Err(SecretError::Empty);
-        }
-        if secret.len() > MAX_SECRET_BYTES {
-            return Err(SecretError::TooLong { len: secret.len() });
-        }
+        check_secret(name, secret)?;
         let mut entries = self.lock();
         if !entries.contains_key(name) && entries.len() >= MAX_SECRETS {
             return Err(SecretError::TooMany);
@@ -148,10 +148,20 @@ impl SecretStore for FileSecretStore {
         }
         Ok(())
     }
+
+    fn location(&self) -> SecretsLocation {
+        let why = if self.no_keyring { ", because no desktop keyring answered" } else { "" };
+        SecretsLocation {
+            place: SecretsPlace::PrivateFile,
+            file: Some(self.path.display().to_string()),
+            summary: format!("Secrets are kept in a private file {}{why}.", self.path.display()),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_SECRET_BYTES;
     use super::*;
 
     #[test]
@@ -194,8 +204,40 @@ mod tests {
     #[test]
     fn a_corrupt_secrets_file_is_a_clear_error_not_an_empty_store() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(SECRETS_FILE_NAME), b"{not json").unwrap();
+        std::fs::write(dir.path().join(SECRETS_FILE_NAME), b"{\n  \"profile:a\": \"sk-x\",\n  oops").unwrap();
         let err = FileSecretStore::in_data_dir(dir.path()).unwrap_err();
-        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        assert!(matches!(err, SecretError::Corrupt { line: 3, .. }), "{err:?}");
+        assert!(err.to_string().contains("is damaged: it is not a valid list of secrets (line 3"), "{err}");
+    }
+
+    #[test]
+    fn forgetting_moved_secrets_is_one_rewrite_and_the_last_one_removes_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileSecretStore::in_data_dir(dir.path()).unwrap();
+        for (name, value) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            store.set(name, value).unwrap();
+        }
+        store.forget(&["a".into(), "b".into(), "never".into()]).unwrap();
+        let reopened = FileSecretStore::in_data_dir(dir.path()).unwrap();
+        assert_eq!(reopened.snapshot(), BTreeMap::from([("c".to_string(), "3".to_string())]));
+        store.forget(&["c".into()]).unwrap();
+        assert!(!store.path().exists(), "an empty secrets file is removed, not kept");
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_failed_forget_keeps_every_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileSecretStore::in_data_dir(dir.path()).unwrap();
+        store.set("a", "1").unwrap();
+        store.set("b", "2").unwrap();
+        // A non-empty folder where the temp file goes: the rewrite cannot start (mode bits would
+        // not stop root, and tests run as root in CI).
+        let tmp = store.path().with_extension("json.tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::write(tmp.join("x"), b"").unwrap();
+        assert!(matches!(store.forget(&["a".into()]), Err(SecretError::Write { .. })));
+        assert_eq!(store.len(), 2);
+        assert_eq!(FileSecretStore::in_data_dir(dir.path()).unwrap().len(), 2);
     }
 }
