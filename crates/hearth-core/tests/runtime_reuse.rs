@@ -87,8 +87,9 @@ async fn reuse(project_count: usize) {
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
         config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
         let skills_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills");
-        let packages: Vec<_> = skills::scan(&skills_dir).into_iter().collect::<Result<_, _>>().unwrap();
-        config.skills_paths.push(skills::stage(&packages, &root.join("skills")).unwrap());
+        let stager = skills::SkillStager::new(skills_dir, root.join("skills"));
+        assert!(stager.refresh().unwrap().packages.iter().all(|s| s.package.is_ok()), "fixture skills are valid");
+        config.skills_paths.push(stager.link().to_path_buf());
         let hooks = GatewayRunHooks::new(gw);
         options.hooks = Some(hooks.clone() as Arc<dyn RunHooks>);
         gateway = Some(hooks);

@@ -62,6 +62,8 @@ pub enum AppError {
     Task(String),
     #[error("{0}")]
     Tools(String),
+    #[error(transparent)]
+    Skill(#[from] crate::toolbox::skills::AddSkillError),
 }
 
 pub type AppResult<T> = Result<T, AppError>;
@@ -210,7 +212,7 @@ impl Hearth {
     pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<(Arc<WorkspaceRuntime>, Arc<OpenCodeRuntime>)> {
         let binaries = self.binaries().await?;
         let mut config = runtime_config::runtime_config(&self.store, &binaries, &self.builtin).await?;
-        self.tools.configure(&mut config);
+        self.tools.configure(&mut config).await;
         let key = config.key();
         self.configs.lock().unwrap().insert(key.clone(), config);
         let selection = RuntimeSelection { provider: OPENCODE_FAMILY.into(), key: key.clone() };
