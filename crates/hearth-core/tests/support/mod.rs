@@ -2,6 +2,14 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hearth_core::app::runtime_config::BinaryInputs;
+use hearth_core::app::{ConversationUpdate, ConversationUpdateKind, HearthOptions, UpdateSink};
+use hearth_core::host::paths::AppPaths;
+use hearth_core::runtime::RegistryConfig;
+use hearth_core::store::Message;
 
 use hearth_core::binaries::executable::ProbeEnv;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
@@ -76,4 +84,54 @@ pub fn png(width: u32) -> Vec<u8> {
         .write_to(&mut out, image::ImageFormat::Png)
         .unwrap();
     out.into_inner()
+}
+
+/// Bound on one app turn against the real runtime.
+pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The app's updates, as the window would receive them.
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<ConversationUpdate>>);
+
+impl UpdateSink for Recorder {
+    fn conversation(&self, event: ConversationUpdate) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    /// The `n`th finished reply of `conversation` (1-based), waiting up to [`TURN_TIMEOUT`].
+    pub async fn finished(&self, conversation: &str, n: usize) -> Message {
+        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+        loop {
+            let done: Vec<Message> = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.conversation_id == conversation)
+                .filter_map(|e| match &e.kind {
+                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
+                    _ => None,
+                })
+                .collect();
+            if done.len() >= n {
+                return done[n - 1].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The app's options for a data folder, finding the runtime as `opencode` says.
+pub fn app_options(data: &Path, opencode: LocateInputs) -> HearthOptions {
+    let paths = AppPaths::under(data);
+    paths.ensure().unwrap();
+    HearthOptions {
+        binaries: BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() },
+        paths,
+        registry: RegistryConfig::default(),
+        runtime: Default::default(),
+    }
 }
