@@ -177,7 +177,9 @@ impl SkillStager {
             match tree::copy_package(package, &dest) {
                 Ok(digests) => copied.push((package.clone(), digests)),
                 Err(CopyFailure::Package(problem)) => {
-                    std::fs::remove_dir_all(&dest).map_err(write(&dest))?;
+                    if dest.exists() {
+                        std::fs::remove_dir_all(&dest).map_err(write(&dest))?;
+                    }
                     scanned.package = Err(problem);
                 }
                 Err(CopyFailure::Write(path, source)) => return Err(StageError::Write { dir: path, source }),
