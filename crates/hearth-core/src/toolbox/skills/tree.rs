@@ -10,6 +10,9 @@ use sha2::{Digest, Sha256};
 
 use super::{PackageFile, SkillError, SkillPackage, MAX_FILE_BYTES, MAX_PACKAGE_BYTES, MAX_PACKAGE_DEPTH, MAX_PACKAGE_FILES, MAX_SKILL_FILE_BYTES, SKILL_FILE};
 
+/// Bytes read at a time when copying or hashing.
+const CHUNK_BYTES: usize = 64 * 1024;
+
 /// SHA-256 of one file's content.
 pub(super) type FileDigest = [u8; 32];
 
@@ -109,7 +112,7 @@ fn pump(package: &SkillPackage, file: &PackageFile, mut sink: impl FnMut(&[u8]) 
     let unreadable = |source| CopyFailure::Package(SkillError::Unreadable { folder: package.name.clone(), file: file.relative.clone(), source });
     let changed = || CopyFailure::Package(SkillError::Changed { folder: package.name.clone(), file: file.relative.clone() });
     let mut reader = open_regular(&package.dir.join(&file.relative)).map_err(unreadable)?.take(file.len + 1);
-    let (mut hasher, mut seen, mut buf) = (Sha256::new(), 0u64, vec![0u8; 64 * 1024]);
+    let (mut hasher, mut seen, mut buf) = (Sha256::new(), 0u64, vec![0u8; CHUNK_BYTES]);
     loop {
         let n = reader.read(&mut buf).map_err(unreadable)?;
         if n == 0 {
