@@ -1,6 +1,6 @@
 // Native open dialogs in the real window, answered by keyboard through X as a user would: a project
-// folder, files and a folder imported into a knowledge library, a skill package; cancelling changes
-// nothing.
+// folder, files and a folder imported into a knowledge library, a skill package (again: refused,
+// then replaced on request; a bad package beside it shows its reason); cancelling changes nothing.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -72,5 +72,24 @@ describe("choosing folders in the native dialog", () => {
     await answerFileDialog(app, "Add a skill package (a folder with SKILL.md)", path.join(ROOT, "fixtures/skills/web-3d-game"));
     await until(async () => (await texts(app.browser, '[data-testid="skill-card"]')).some((t) => t.startsWith("web-3d-game")), "the skill card");
     await screenshot(app.browser, "tools-view");
+  });
+
+  it("refuses the same skill again with a sentence and replaces it only when asked", async () => {
+    await click(app.browser, "skill-choose");
+    await answerFileDialog(app, "Add a skill package (a folder with SKILL.md)", path.join(ROOT, "fixtures/skills/web-3d-game"));
+    await until(async () => (await textOf(app.browser, "skill-error")).includes("A skill named `web-3d-game` is already added; replace it"), "the refusal sentence");
+    await screenshot(app.browser, "skill-exists");
+    await click(app.browser, "skill-replace");
+    await until(async () => (await texts(app.browser, '[data-testid="skill-error"]')).length === 0, "the replacement done");
+    assert.equal((await texts(app.browser, '[data-testid="skill-card"]')).filter((t) => t.startsWith("web-3d-game")).length, 1);
+  });
+
+  it("shows a bad package with its reason while the good one stays in use", async () => {
+    const bad = path.join(app.dataDir, "skills", "no-description");
+    mkdirSync(bad, { recursive: true });
+    writeFileSync(path.join(bad, "SKILL.md"), "---\nname: no-description\n---\nBody\n");
+    await until(async () => (await texts(app.browser, '[data-testid="skill-problem"]')).includes("The skill `no-description` has no description; the agent uses it to decide when to load the skill."), "the bad package's reason");
+    assert.ok((await texts(app.browser, '[data-testid="skill-card"]')).some((t) => t.startsWith("web-3d-game —")), "the good skill is still listed as usable");
+    await screenshot(app.browser, "skill-problem");
   });
 });

@@ -3,59 +3,15 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use base64::Engine as _;
-use hearth_core::app::runtime_config::BinaryInputs;
 use hearth_core::app::*;
 use hearth_core::binaries::opencode::LocateInputs;
-use hearth_core::host::paths::AppPaths;
-use hearth_core::binaries::ripgrep::RgInputs;
 use hearth_core::scripted_model::HoldRule;
 use hearth_core::store::{Message, MessageStatus};
 
-const TURN_TIMEOUT: Duration = Duration::from_secs(120);
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<ConversationUpdate>>);
-
-impl UpdateSink for Recorder {
-    fn conversation(&self, event: ConversationUpdate) {
-        self.0.lock().unwrap().push(event);
-    }
-}
-
-impl Recorder {
-    async fn finished(&self, conversation: &str, n: usize) -> Message {
-        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
-        loop {
-            let done: Vec<Message> = self
-                .0
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|e| e.conversation_id == conversation)
-                .filter_map(|e| match &e.kind {
-                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
-                    _ => None,
-                })
-                .collect();
-            if done.len() >= n {
-                return done[n - 1].clone();
-            }
-            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
-    let paths = AppPaths::under(data);
-    paths.ensure().unwrap();
-    let binaries = BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
-    HearthOptions { secrets: hearth_core::store::secrets::SecretsBackend::FileOnly, ..HearthOptions::new(paths, binaries) }
-}
+use support::{app_options as options, Recorder, TURN_TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_conversation_streams_persists_continues_and_survives_a_restart() {

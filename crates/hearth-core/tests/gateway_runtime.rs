@@ -78,8 +78,9 @@ async fn run(rt: &OpenCodeRuntime, hooks: &GatewayRunHooks, space: &ExecutionSpa
 
 fn staged_skills(root: &Path) -> std::path::PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills");
-    let packages: Vec<_> = skills::scan(&fixtures).into_iter().collect::<Result<_, _>>().expect("fixture skills are valid");
-    skills::stage(&packages, &root.join("skills")).unwrap()
+    let stager = skills::SkillStager::new(fixtures, root.join("skills"));
+    assert!(stager.refresh().unwrap().packages.iter().all(|s| s.package.is_ok()), "fixture skills are valid");
+    stager.link().to_path_buf()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -74,13 +74,13 @@ pub async fn delete_mcp_server(state: State<'_, AppState>, id: String) -> R<()> 
 
 #[tauri::command]
 #[specta::specta]
-pub fn list_skills(state: State<'_, AppState>) -> Vec<SkillView> {
-    state.hearth.list_skills()
+pub async fn list_skills(state: State<'_, AppState>) -> R<Vec<SkillView>> {
+    Ok(state.hearth.list_skills().await?)
 }
 
-/// Add a skill package folder (with a SKILL.md).
+/// Add a skill package folder (with a SKILL.md); an existing skill of that name only when `replace`.
 #[tauri::command]
 #[specta::specta]
-pub async fn add_skill(state: State<'_, AppState>, folder: String) -> R<SkillView> {
-    Ok(state.hearth.add_skill(folder).await?)
+pub async fn add_skill(state: State<'_, AppState>, folder: String, replace: bool) -> R<SkillView> {
+    Ok(state.hearth.add_skill(folder, replace).await?)
 }

@@ -55,9 +55,9 @@ export const commands = {
 	saveMcpServer: (id: string | null, input: McpServerInput, env: ([string, string])[]) => typedError<McpServer, CommandError>(__TAURI_INVOKE("save_mcp_server", { id, input, env })),
 	setMcpServerEnabled: (id: string, enabled: boolean) => typedError<null, CommandError>(__TAURI_INVOKE("set_mcp_server_enabled", { id, enabled })),
 	deleteMcpServer: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("delete_mcp_server", { id })),
-	listSkills: () => __TAURI_INVOKE<SkillView[]>("list_skills"),
-	/**  Add a skill package folder (with a SKILL.md). */
-	addSkill: (folder: string) => typedError<SkillView, CommandError>(__TAURI_INVOKE("add_skill", { folder })),
+	listSkills: () => typedError<SkillView[], CommandError>(__TAURI_INVOKE("list_skills")),
+	/**  Add a skill package folder (with a SKILL.md); an existing skill of that name only when `replace`. */
+	addSkill: (folder: string, replace: boolean) => typedError<SkillView, CommandError>(__TAURI_INVOKE("add_skill", { folder, replace })),
 	diagnosticsStatus: () => typedError<DiagnosticsStatus, CommandError>(__TAURI_INVOKE("diagnostics_status")),
 	/**  Run the self-test (reuse and isolation checks) in a sandbox; progress on `on_progress`. */
 	runSelftest: (request: SelftestRequest, onProgress: Channel<Progress>) => typedError<SelftestReport, CommandError>(__TAURI_INVOKE("run_selftest", { request, onProgress })),

@@ -13,7 +13,7 @@ use crate::scripted_model::ModelServerError;
 use crate::space::SpaceError;
 use crate::store::StoreError;
 use crate::toolbox::gateway::GatewayError;
-use crate::toolbox::skills::SkillError;
+use crate::toolbox::skills::{AddSkillError, SkillError};
 
 /// A failure's meaning, stable across versions and wordings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, specta::Type)]
@@ -77,6 +77,8 @@ pub enum AppError {
     Gateway(#[from] GatewayError),
     #[error(transparent)]
     Skill(#[from] SkillError),
+    #[error(transparent)]
+    AddSkill(#[from] AddSkillError),
     #[error("A reply is still running in this conversation; wait for it or stop it first.")]
     Busy,
     #[error("Nothing is running in this conversation.")]
@@ -106,7 +108,7 @@ impl AppError {
             AppError::Image(_) | AppError::NoImageInput(_) | AppError::UnknownAttachment => ErrorCode::Image,
             AppError::Knowledge(e) => knowledge_code(e),
             AppError::Gateway(_) => ErrorCode::Gateway,
-            AppError::Skill(_) => ErrorCode::Skill,
+            AppError::Skill(_) | AppError::AddSkill(_) => ErrorCode::Skill,
             AppError::Busy => ErrorCode::Busy,
             AppError::NotRunning => ErrorCode::NotRunning,
             AppError::Write { .. } => ErrorCode::Storage,

@@ -161,7 +161,7 @@ impl Hearth {
     pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<Arc<WorkspaceRuntime>> {
         let binaries = self.binaries().await?;
         let mut config = runtime_config::runtime_config(&self.store, &binaries, &self.builtin).await?;
-        self.tools.configure(&mut config);
+        self.tools.configure(&mut config).await;
         let selection: RuntimeSelection = Arc::new(config);
         Ok(self.runtimes.get_runtime(&selection, space).await?)
     }

@@ -1,7 +1,7 @@
 //! What a run may reach beyond the runtime's own tools: the knowledge libraries and the user's MCP
 //! servers, behind the gateway, plus skill packages. One gateway per app; each run gets a grant.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
@@ -13,7 +13,7 @@ use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchH
 use crate::opencode::config::RuntimeConfig;
 use crate::opencode::FAMILY as OPENCODE_FAMILY;
 use crate::runtime::RunHooks;
-use crate::toolbox::skills::{self, SkillPackage};
+use crate::toolbox::skills::{self, SkillStager};
 use crate::store::{McpServer, McpServerInput, Store};
 
 /// Search hits shown in the knowledge view.
@@ -49,8 +49,7 @@ pub struct Tools {
     /// The runtime config's `mcp` entry for the gateway (secret referenced by file).
     mcp_entry: serde_json::Value,
     plugin_url: String,
-    skills_source: PathBuf,
-    skills_staged: PathBuf,
+    skills: Arc<SkillStager>,
 }
 
 impl Tools {
@@ -68,21 +67,22 @@ impl Tools {
             hooks: GatewayRunHooks::new(Arc::new(gw)),
             mcp_entry,
             plugin_url,
-            skills_source: data_dir.join("skills"),
-            skills_staged: data_dir.join("runtime").join("skills"),
+            skills: Arc::new(SkillStager::new(data_dir.join("skills"), data_dir.join("runtime").join("skills"))),
         })
     }
 
-    /// Add the gateway, its plugin and the staged skills to a runtime configuration.
-    pub fn configure(&self, config: &mut RuntimeConfig) {
+    /// Add the gateway, its plugin and the staged skills to a runtime configuration. The skills
+    /// path is the same link whatever is staged, so restaging never changes the configuration
+    /// (nor restarts the runtime); new instances read the new generation.
+    pub async fn configure(&self, config: &mut RuntimeConfig) {
         config.mcp.insert(GATEWAY_MCP_NAME.into(), self.mcp_entry.clone());
         config.plugins.push(self.plugin_url.clone());
-        let valid: Vec<SkillPackage> = skills::scan(&self.skills_source).into_iter().filter_map(Result::ok).collect();
-        if !valid.is_empty() {
-            match skills::stage(&valid, &self.skills_staged) {
-                Ok(dir) => config.skills_paths.push(dir),
-                Err(e) => tracing::warn!(error = %e, "could not stage skill packages"),
-            }
+        config.skills_paths.push(self.skills.link().to_path_buf());
+        let stager = self.skills.clone();
+        match tokio::task::spawn_blocking(move || stager.refresh()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not stage the skill packages; the previous ones stay"),
+            Err(e) => tracing::warn!(error = %e, "staging the skill packages stopped"),
         }
     }
 }
@@ -116,6 +116,16 @@ pub struct SkillView {
     pub path: String,
     /// Why the package cannot be used, if it cannot.
     pub problem: Option<String>,
+}
+
+impl From<skills::Scanned> for SkillView {
+    fn from(s: skills::Scanned) -> Self {
+        let path = s.dir.display().to_string();
+        match s.package {
+            Ok(p) => SkillView { name: p.name, description: p.description, path, problem: None },
+            Err(e) => SkillView { name: s.folder, description: String::new(), path, problem: Some(e.to_string()) },
+        }
+    }
 }
 
 async fn custom_configs(store: &Store) -> AppResult<Vec<CustomServerConfig>> {
@@ -190,25 +200,36 @@ impl Hearth {
         self.refresh_mcp_servers().await
     }
 
-    pub fn list_skills(&self) -> Vec<SkillView> {
-        skills::scan(&self.tools.skills_source)
-            .into_iter()
-            .map(|r| match r {
-                Ok(p) => SkillView { name: p.name.clone(), description: p.description.clone(), path: p.dir.display().to_string(), problem: None },
-                Err(e) => SkillView { name: String::new(), description: String::new(), path: String::new(), problem: Some(e.to_string()) },
-            })
-            .collect()
+    /// Every package folder, valid or with its problem; checking them also stages a change.
+    pub async fn list_skills(&self) -> AppResult<Vec<SkillView>> {
+        let stager = self.tools.skills.clone();
+        tokio::task::spawn_blocking(move || {
+            let (packages, failure) = match stager.refresh() {
+                Ok(report) => (report.packages, None),
+                Err(e) => (skills::scan(stager.source()).unwrap_or_default(), Some(e.to_string())),
+            };
+            let mut views: Vec<SkillView> = packages.into_iter().map(SkillView::from).collect();
+            // Nothing new was staged: the previous skills stay in use, and the view says why.
+            views.extend(failure.map(|problem| SkillView { name: String::new(), description: String::new(), path: stager.source().display().to_string(), problem: Some(problem) }));
+            views
+        })
+        .await
+        .map_err(AppError::from)
     }
 
-    /// Copy a skill package folder into Hearth's skills (validated first). Takes effect for
-    /// projects opened after the runtime reloads them.
-    pub async fn add_skill(&self, folder: String) -> AppResult<SkillView> {
-        let package = skills::load(Path::new(&folder))?;
-        let dest = self.tools.skills_source.join(&package.name);
-        let src = package.dir.clone();
-        let target = dest.clone();
-        tokio::task::spawn_blocking(move || copy_dir(&src, &dest)).await?.map_err(|source| AppError::Write { path: target, source })?;
-        Ok(SkillView { name: package.name, description: package.description, path: folder, problem: None })
+    /// Copy a skill package folder into Hearth's skills (checked and bounded first; an existing
+    /// skill of that name only when `replace`), then stage it. New project instances load it.
+    pub async fn add_skill(&self, folder: String, replace: bool) -> AppResult<SkillView> {
+        let stager = self.tools.skills.clone();
+        let package = tokio::task::spawn_blocking(move || {
+            let package = stager.add(Path::new(&folder), replace)?;
+            if let Err(e) = stager.refresh() {
+                tracing::warn!(error = %e, "could not stage the added skill");
+            }
+            Ok::<_, skills::AddSkillError>(package)
+        })
+        .await??;
+        Ok(SkillView { name: package.name, description: package.description, path: package.dir.display().to_string(), problem: None })
     }
 
     pub async fn list_libraries(&self) -> AppResult<Vec<Library>> {
@@ -240,19 +261,4 @@ impl Hearth {
     async fn knowledge<T: Send + 'static>(&self, f: impl FnOnce(&KnowledgeService) -> Result<T, crate::knowledge::KnowledgeError> + Send + 'static) -> AppResult<T> {
         Ok(self.tools.knowledge.blocking(f).await?)
     }
-}
-
-fn copy_dir(src: &Path, dest: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dest)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let target = dest.join(entry.file_name());
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
 }

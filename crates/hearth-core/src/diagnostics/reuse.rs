@@ -340,14 +340,19 @@ fn fixture_server(command: &[String]) -> CustomServerConfig {
     }
 }
 
-/// Write the embedded skill into the sandbox, check it as the app would, and stage it.
-fn stage_skill(root: &std::path::Path) -> Result<PathBuf, skills::SkillError> {
+/// Write the embedded skill into the sandbox and stage it as the app does; the runtime reads the
+/// returned link.
+fn stage_skill(root: &std::path::Path) -> Result<PathBuf, skills::StageError> {
     let source = root.join("skill-source").join(SKILL_NAME);
     std::fs::create_dir_all(&source)
         .and_then(|()| std::fs::write(source.join(skills::SKILL_FILE), SKILL_MD))
-        .map_err(|e| skills::SkillError::Stage(source.clone(), e.to_string()))?;
-    let package = skills::load(&source)?;
-    skills::stage(&[package], &root.join("skills"))
+        .map_err(|e| skills::StageError::Write { dir: source.clone(), source: e })?;
+    let stager = skills::SkillStager::new(root.join("skill-source"), root.join("skills"));
+    let report = stager.refresh()?;
+    if let Some(problem) = report.packages.into_iter().find_map(|s| s.package.err()) {
+        return Err(problem.into());
+    }
+    Ok(stager.link().to_path_buf())
 }
 
 #[cfg(test)]

@@ -81,6 +81,7 @@ impl fmt::Debug for Script {
 /// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
 /// - "reply with the single word: X" (a connection check) → X;
 /// - "search knowledge for X" with a `…knowledge_search` tool offered → call it with `{"query": X}`;
+/// - "use skill X" with the runtime's `skill` tool offered → call it with `{"name": X}`;
 /// - otherwise → a deterministic reply echoing the prompt.
 pub fn default_reply(request: &ObservedRequest) -> Reply {
     // A connection check ("Reply with the single word: ready") gets exactly that word.
@@ -107,6 +108,9 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
                 if let Some(tool) = request.tool_names().into_iter().find(|t| t.ends_with("knowledge_search")) {
                     return Reply::tool_call(tool, json!({ "query": query }));
                 }
+            }
+            if let Some(name) = skill_request(&prompt).filter(|_| request.has_tool("skill")) {
+                return Reply::tool_call("skill", json!({ "name": name }));
             }
             match read_request(&prompt) {
                 Some(path) if request.has_tool("read") => Reply::tool_call("read", json!({ "filePath": path })),
@@ -139,6 +143,16 @@ pub fn read_request(text: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The skill named in a `use skill <name>` request (case-insensitive), without wrapping quotes or
+/// trailing punctuation.
+pub fn skill_request(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("use skill ")? + "use skill ".len();
+    let token = text[at..].split_whitespace().next()?;
+    let name = token.trim_matches(['"', '\'', '`']).trim_end_matches(['.', ',', ';', ':', '!', '?', '"', '\'', '`']);
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 /// The first `PROJECT_<digits>` marker in `text`.
@@ -216,6 +230,17 @@ mod tests {
         assert_eq!(read_request("already read"), None);
         assert_eq!(read_request("thread safety and bread"), None);
         assert_eq!(read_request("hello"), None);
+    }
+
+    #[test]
+    fn default_agent_loads_a_named_skill_when_the_tool_is_offered() {
+        assert_eq!(skill_request("Please use skill `web-3d-game`.").as_deref(), Some("web-3d-game"));
+        assert_eq!(skill_request("use skills"), None);
+        let first = observed(agent_body("Use skill alpha now"));
+        assert_eq!(default_reply(&first), Reply::tool_call("skill", json!({"name": "alpha"})));
+        let mut body = agent_body("use skill alpha");
+        body["tools"] = json!([super::super::request::tests::tool("read")]);
+        assert!(matches!(default_reply(&observed(body)), Reply::Text(_)), "without the skill tool, text");
     }
 
     #[test]

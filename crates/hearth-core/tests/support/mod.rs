@@ -2,7 +2,16 @@
 //! self-test, the benches and these tests all use), and the rule for a missing runtime.
 #![allow(dead_code, unused_imports)]
 
+use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
+
+use hearth_core::app::runtime_config::BinaryInputs;
+use hearth_core::app::{ConversationUpdate, ConversationUpdateKind, HearthOptions, UpdateSink};
+use hearth_core::binaries::opencode::LocateInputs;
+use hearth_core::binaries::ripgrep::RgInputs;
+use hearth_core::host::paths::AppPaths;
+use hearth_core::store::Message;
 
 pub use hearth_core::diagnostics::kit::{self, gone_within, run_request, run_to_end, scripted_config, wait_until, workspace_root, FoundRuntime};
 pub use hearth_core::host::procinfo::is_running as alive;
@@ -43,4 +52,48 @@ pub fn png(width: u32) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     image::RgbaImage::from_pixel(width, 1, image::Rgba([200, 80, 20, 255])).write_to(&mut out, image::ImageFormat::Png).unwrap();
     out.into_inner()
+}
+
+/// The app's updates, as the window would receive them.
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<ConversationUpdate>>);
+
+impl UpdateSink for Recorder {
+    fn conversation(&self, event: ConversationUpdate) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    /// The `n`th finished reply of `conversation` (1-based), waiting up to [`TURN_TIMEOUT`].
+    pub async fn finished(&self, conversation: &str, n: usize) -> Message {
+        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+        loop {
+            let done: Vec<Message> = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.conversation_id == conversation)
+                .filter_map(|e| match &e.kind {
+                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
+                    _ => None,
+                })
+                .collect();
+            if done.len() >= n {
+                return done[n - 1].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The app's options for a data folder, finding the runtime as `opencode` says.
+pub fn app_options(data: &Path, opencode: LocateInputs) -> HearthOptions {
+    let paths = AppPaths::under(data);
+    paths.ensure().unwrap();
+    let binaries = BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
+    // Tests never touch the user's keyring.
+    HearthOptions { secrets: hearth_core::store::secrets::SecretsBackend::FileOnly, ..HearthOptions::new(paths, binaries) }
 }
