@@ -72,8 +72,10 @@ fn main() {
         }])
         .await;
         gw.wait_until_settled(Duration::from_secs(20)).await;
-        let token = gw.grant("bench", GrantScope { libraries: vec![], custom_servers: vec!["fx".into()], ttl: DEFAULT_GRANT_TTL });
+        let token = gw.grant("bench", GrantScope { libraries: vec![], custom_servers: vec!["fx".into()], ttl: DEFAULT_GRANT_TTL }).unwrap();
         gw.bind_session("ses_bench", "bench", &token).unwrap();
+        // What the runtime's plugin writes into each call.
+        let stamp = gw.stamp("ses_bench");
         let secret = gw.authorization().trim_start_matches("Bearer ").to_string();
         let via = ().serve(StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(gw.url()).auth_header(secret))).await.unwrap();
 
@@ -82,7 +84,7 @@ fn main() {
         let mut g_all = Vec::new();
         for _ in 0..2 {
             d_all.extend(measure(&direct, "create_game_blueprint", None).await);
-            g_all.extend(measure(&via, "fixture_create_game_blueprint", Some("ses_bench")).await);
+            g_all.extend(measure(&via, "fixture_create_game_blueprint", Some(&stamp)).await);
         }
         d_all.sort();
         g_all.sort();

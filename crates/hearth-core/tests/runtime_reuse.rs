@@ -68,8 +68,12 @@ async fn reuse(project_count: usize) {
     let mut config = support::config_for(binary, rg_dir, &model, with_images);
     let mut options = RuntimeOptions::default();
     let mut gateway = None;
+    let created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>> = Arc::default();
     if with_images {
-        let gw = Arc::new(Gateway::start(GatewayOptions::default()).await.unwrap());
+        // The gateway serves the runtime's process only.
+        let runtimes = created.clone();
+        let callers = AllowedCallers::pids(move || runtimes.lock().unwrap().iter().filter_map(|rt| SharedOpenCode(rt.clone()).status().pid).collect());
+        let gw = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.unwrap());
         gw.set_custom_servers(vec![CustomServerConfig {
             id: "fbf42200-4e60-48d0-b5f2-e816db38ac54".into(),
             name: "Shared blueprint".into(),
@@ -85,7 +89,7 @@ async fn reuse(project_count: usize) {
         assert!(matches!(statuses[0].state, ServerState::Ready { .. }), "{statuses:?}");
         let private = root.join("gateway");
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
-        config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
+        config.plugins.push(plugin_url(&gw.write_plugin(&private).unwrap()));
         let skills_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills");
         let packages: Vec<_> = skills::scan(&skills_dir).into_iter().collect::<Result<_, _>>().unwrap();
         config.skills_paths.push(skills::stage(&packages, &root.join("skills")).unwrap());
@@ -96,7 +100,6 @@ async fn reuse(project_count: usize) {
     let grant_tags: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let key = config.key();
     let registry = Arc::new(LocalRuntimeRegistry::new());
-    let created: Arc<Mutex<Vec<Arc<OpenCodeRuntime>>>> = Arc::default();
     let manager = {
         let (registry, created, config, rt_root, options) = (registry.clone(), created.clone(), config.clone(), root.join("runtime"), options.clone());
         let release_registry = registry.clone();
@@ -134,10 +137,12 @@ async fn reuse(project_count: usize) {
             (0..2).map(move |c| {
                 let facade = facade.clone();
                 let request_id = uuid::Uuid::new_v4().to_string();
-                if let Some(hooks) = gateway {
+                let grant = gateway.as_ref().map(|hooks| {
                     let scope = GrantScope { libraries: vec![], custom_servers: vec!["fbf42200-4e60-48d0-b5f2-e816db38ac54".into()], ttl: DEFAULT_GRANT_TTL };
-                    grant_tags.lock().unwrap().insert(request_id.clone(), hooks.grant(&request_id, scope));
-                }
+                    let grant = hooks.grant(&request_id, scope).unwrap();
+                    grant_tags.lock().unwrap().insert(request_id.clone(), grant.tag().to_string());
+                    grant
+                });
                 let conversation_id = format!("project-{p}-{c}");
                 let request = RunRequest {
                     request_id: request_id.clone(),
@@ -153,6 +158,7 @@ async fn reuse(project_count: usize) {
                     space: facade.space().clone(),
                 };
                 async move {
+                    let _grant = grant;
                     let mut stream = facade.run(request, CancellationToken::new());
                     let (mut text, mut done, mut tools) = (String::new(), None, Vec::new());
                     let all = async {

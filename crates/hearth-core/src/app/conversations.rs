@@ -66,10 +66,14 @@ impl Hearth {
             turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone() });
         }
         let request_id = uuid::Uuid::new_v4().to_string();
-        if let Err(e) = self.grant_for(&request_id, &conversation.library_ids).await {
-            self.turns.lock().unwrap().remove(conversation_id);
-            return Err(e);
-        }
+        // The turn owns its grant: dropped when the turn is over, run or not.
+        let grant = match self.grant_for(&request_id, &conversation.library_ids).await {
+            Ok(g) => g,
+            Err(e) => {
+                self.turns.lock().unwrap().remove(conversation_id);
+                return Err(e);
+            }
+        };
         let request = RunRequest {
             request_id,
             conversation_id: conversation_id.into(),
@@ -84,6 +88,7 @@ impl Hearth {
         tokio::spawn(async move {
             let cid = request.conversation_id.clone();
             me.drive_turn(request, native, &user_id, &reply_id, cancel).await;
+            drop(grant);
             me.turns.lock().unwrap().remove(&cid);
             let rid = reply_id.clone();
             if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {

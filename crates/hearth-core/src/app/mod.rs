@@ -29,6 +29,7 @@ use crate::host::paths::AppPaths;
 use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Store, StoreError};
+use crate::toolbox::gateway::AllowedCallers;
 
 /// How long closing the app waits for a cancelled self-test to clean up.
 pub const SHUTDOWN_SELFTEST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -60,6 +61,8 @@ pub enum AppError {
     AttachmentIo(String),
     #[error("Hearth stopped a task unexpectedly: {0}")]
     Task(String),
+    #[error(transparent)]
+    Grant(#[from] crate::toolbox::gateway::GrantError),
     #[error("{0}")]
     Tools(String),
 }
@@ -119,10 +122,15 @@ impl Hearth {
         if !swept.stopped.is_empty() {
             tracing::warn!(stopped = ?swept.stopped, "stopped runtimes left behind by an earlier Hearth");
         }
-        let tools = tools::Tools::start(&options.paths.data_dir).await?;
+        let owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>> = Arc::default();
+        // The gateway serves the processes of the runtimes Hearth runs, and nothing else.
+        let callers = {
+            let owners = owners.clone();
+            AllowedCallers::pids(move || owners.lock().unwrap().values().filter_map(|rt| SharedOpenCode(rt.clone()).status().pid).collect())
+        };
+        let tools = tools::Tools::start(&options.paths.data_dir, callers).await?;
         let registry = Arc::new(LocalRuntimeRegistry::with_config(options.registry));
         let configs: Arc<Mutex<HashMap<RuntimeKey, _>>> = Arc::default();
-        let owners: Arc<Mutex<HashMap<RuntimeKey, Arc<OpenCodeRuntime>>>> = Arc::default();
         let mut runtime_options = options.runtime;
         runtime_options.records_dir.get_or_insert(records);
         runtime_options.hooks = Some(tools.hooks.clone() as Arc<dyn RunHooks>);

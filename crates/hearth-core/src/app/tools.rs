@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::toolbox::gateway::{
-    self, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, DEFAULT_GRANT_TTL,
-    GATEWAY_MCP_NAME,
+    self, AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit,
+    RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME,
 };
 use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
 use crate::opencode::config::RuntimeConfig;
@@ -53,7 +53,9 @@ pub struct Tools {
 }
 
 impl Tools {
-    pub async fn start(data_dir: &Path) -> AppResult<Self> {
+    /// Start the knowledge service and the gateway; the gateway serves `callers` only (the
+    /// runtimes' processes).
+    pub async fn start(data_dir: &Path, callers: AllowedCallers) -> AppResult<Self> {
         let db = data_dir.join("knowledge.sqlite3");
         let root = data_dir.join("knowledge");
         let knowledge = Arc::new(
@@ -62,12 +64,12 @@ impl Tools {
                 .map_err(|e| AppError::Task(e.to_string()))?
                 .map_err(|e| AppError::Tools(e.to_string()))?,
         );
-        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), ..Default::default() })
+        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), callers, ..Default::default() })
             .await
             .map_err(|e| AppError::Tools(e.to_string()))?;
         let private = data_dir.join("runtime").join("gateway");
         let mcp_entry = gw.mcp_entry_with_secret_file(&private).map_err(|e| AppError::Tools(e.to_string()))?;
-        let plugin_url = gateway::plugin_url(&gateway::write_plugin(&private).map_err(|e| AppError::Tools(e.to_string()))?);
+        let plugin_url = gateway::plugin_url(&gw.write_plugin(&private).map_err(|e| AppError::Tools(e.to_string()))?);
         Ok(Self {
             knowledge,
             hooks: GatewayRunHooks::new(Arc::new(gw)),
@@ -142,11 +144,16 @@ impl Hearth {
     }
 
     /// The grant of one run: its conversation's libraries and every enabled server assigned to it.
-    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<()> {
+    /// Revoked when the returned guard is dropped (or when the run ends, if it starts).
+    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<RunGrant> {
         let servers = blocking(&self.store, |s| s.list_mcp_servers()).await?;
         let custom_servers = servers.into_iter().filter(|m| m.enabled && m.assigned_runtimes.iter().any(|r| r == OPENCODE_FAMILY)).map(|m| m.id).collect();
-        self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL });
-        Ok(())
+        Ok(self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL })?)
+    }
+
+    /// Gateway grants alive now: one per turn in flight (diagnostics, tests).
+    pub fn live_grants(&self) -> usize {
+        self.tools.hooks.gateway().live_grants()
     }
 
     pub async fn list_mcp_servers(&self) -> AppResult<Vec<McpServerView>> {

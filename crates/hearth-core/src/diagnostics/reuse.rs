@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::toolbox::gateway::{
-    plugin_url, write_plugin, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
+    plugin_url, AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
     GATEWAY_MCP_NAME,
 };
 use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
@@ -193,7 +193,12 @@ async fn setup_and_steps(
     let mut options = RuntimeOptions::default();
     if opts.projects == FULL_SEED_PROJECTS {
         progress.report("gateway", "Starting the gateway with the fixture MCP server, and staging the skill.");
-        let gateway = Arc::new(Gateway::start(GatewayOptions::default()).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
+        // Only the sandbox's runtime may call this gateway: not Hearth, not the agent's tools.
+        let created = owned.created.clone();
+        let callers = AllowedCallers::pids(move || {
+            created.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(|rt| SharedOpenCode(rt.clone()).status().pid).collect()
+        });
+        let gateway = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
         let hooks = GatewayRunHooks::new(gateway.clone());
         owned.hooks = Some(hooks.clone());
         gateway.set_custom_servers(vec![fixture_server(&opts.fixture_command)]).await;
@@ -210,7 +215,7 @@ async fn setup_and_steps(
         }
         let private = owned.sandbox.path().join("gateway");
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
-        config.plugins.push(plugin_url(&write_plugin(&private).map_err(|e| sandbox_err(&e))?));
+        config.plugins.push(plugin_url(&gateway.write_plugin(&private).map_err(|e| sandbox_err(&e))?));
         config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
         options.hooks = Some(hooks as Arc<dyn RunHooks>);
     }

@@ -68,6 +68,16 @@ pub fn session_of(properties: &Value) -> Option<&str> {
         .or_else(|| properties["part"]["sessionID"].as_str())
 }
 
+/// The session a `session.created`/`session.updated` event is about, when it is a child (a `task`
+/// subagent's) of `parent`. Such events are delivered to `parent`'s subscribers too.
+pub fn child_session_of<'a>(kind: &str, properties: &'a Value, parent: &str) -> Option<&'a str> {
+    if !matches!(kind, "session.created" | "session.updated") {
+        return None;
+    }
+    let info = &properties["info"];
+    (info["parentID"].as_str() == Some(parent)).then(|| info["id"].as_str()).flatten()
+}
+
 impl EventHub {
     /// Connect and keep the stream alive until `shutdown`. Returns once the first connection is up.
     pub async fn start(client: Client) -> Result<Arc<Self>, String> {
@@ -115,18 +125,14 @@ impl EventHub {
         let payload = if v.get("payload").is_some() { &v["payload"] } else { &v };
         let Some(kind) = payload["type"].as_str() else { return };
         let properties = &payload["properties"];
-        let Some(session) = session_of(properties) else { return };
+        // A child session's creation also goes to its parent's run (see `child_session_of`).
+        let parent = properties["info"]["parentID"].as_str().filter(|_| matches!(kind, "session.created" | "session.updated"));
+        let session = session_of(properties);
         let routes = self.routes.lock().unwrap();
-        if let Some(subs) = routes.get(session) {
-            let ev = HubEvent::Event {
-                kind: kind.to_string(),
-                properties: properties.clone(),
-                directory: v["directory"].as_str().map(str::to_string),
-                received,
-            };
-            for (_, tx) in subs {
-                let _ = tx.send(ev.clone());
-            }
+        let subs = [session, parent.filter(|p| Some(*p) != session)].into_iter().flatten().filter_map(|s| routes.get(s)).flatten();
+        let ev = HubEvent::Event { kind: kind.to_string(), properties: properties.clone(), directory: v["directory"].as_str().map(str::to_string), received };
+        for (_, tx) in subs {
+            let _ = tx.send(ev.clone());
         }
     }
 
@@ -243,5 +249,31 @@ mod tests {
         assert!(!hub.routes.lock().unwrap().contains_key("ses_b"), "dropped subscription must unsubscribe");
         hub.broadcast_reconnected();
         assert!(matches!(a.rx.try_recv().unwrap(), HubEvent::Reconnected));
+    }
+
+    #[tokio::test]
+    async fn a_child_sessions_creation_reaches_its_parents_subscribers_only() {
+        let (connected, _) = watch::channel(true);
+        let hub = Arc::new(EventHub {
+            routes: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            connected,
+            reconnects: AtomicU64::new(0),
+            stop: CancellationToken::new(),
+        });
+        let mut a = hub.subscribe("ses_a");
+        let mut b = hub.subscribe("ses_b");
+        // As the runtime sends it: `sessionID` is the child itself, `info.parentID` its parent.
+        let created = json!({"directory": "/p", "payload": {"type": "session.created", "properties": {
+            "sessionID": "ses_child", "info": {"id": "ses_child", "parentID": "ses_a", "title": "t"}}}});
+        hub.dispatch(&created.to_string(), Instant::now());
+        let HubEvent::Event { kind, properties, .. } = a.rx.try_recv().unwrap() else { panic!("an event") };
+        assert_eq!(child_session_of(&kind, &properties, "ses_a"), Some("ses_child"));
+        assert_eq!(child_session_of(&kind, &properties, "ses_b"), None);
+        assert!(b.rx.try_recv().is_err(), "another session's run does not see it");
+        // A top-level session's creation, or another kind of event naming a parent, is not a child.
+        let top = json!({"info": {"id": "ses_top"}});
+        assert_eq!(child_session_of("session.created", &top, "ses_a"), None);
+        assert_eq!(child_session_of("message.updated", &json!({"info": {"id": "m", "parentID": "ses_a"}}), "ses_a"), None);
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
 use super::config::RuntimeConfig;
-use super::event_hub::{EventHub, HubEvent, Subscription};
+use super::event_hub::{child_session_of, EventHub, HubEvent, Subscription};
 use super::launch::{self, LaunchSpec, Server};
 use super::turn::{Turn, MAX_PROVIDER_RETRIES};
 use super::PINNED_VERSION;
@@ -384,6 +384,13 @@ impl OpenCodeRuntime {
                         }
                     }
                     Some(HubEvent::Event { kind, properties, .. }) => {
+                        // A subagent's session acts for this request: tell the gateway's grant.
+                        if let Some(child) = child_session_of(&kind, &properties, &session) {
+                            if let Some(hooks) = &self.options.hooks {
+                                hooks.child_session(&request.request_id, &session, child);
+                            }
+                            continue;
+                        }
                         let up = turn.on_event(&kind, &properties);
                         for e in up.events {
                             let _ = out.send(e);
@@ -396,7 +403,7 @@ impl OpenCodeRuntime {
                             // late) must not end it: believe it only if the runtime says idle too.
                             let still_busy = live.client.session_status(&directory).await.ok().is_some_and(|st| st.get(&session).is_some_and(|s| s["type"] == "busy"));
                             if still_busy {
-                                tracing::debug!(%session, "ignoring an idle while the session is busy");
+                                tracing::debug!(session = %crate::host::logging::log_tag(&session), "ignoring an idle while the session is busy");
                                 continue;
                             }
                             break done;

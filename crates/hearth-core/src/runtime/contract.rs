@@ -169,5 +169,8 @@ pub trait AgentRuntime: Send + Sync {
 pub trait RunHooks: Send + Sync {
     /// Refusing fails the run with the returned sentence, before anything reaches the model.
     fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), String>;
+    /// The runtime created `child_session_id` under the run's own session (a `task` subagent):
+    /// the child acts for the same request.
+    fn child_session(&self, _request_id: &str, _parent_session_id: &str, _child_session_id: &str) {}
     fn run_ended(&self, request_id: &str);
 }

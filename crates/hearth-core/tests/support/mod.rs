@@ -2,12 +2,16 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use hearth_core::binaries::executable::ProbeEnv;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
 use hearth_core::binaries::opencode::{self as locate, LocateInputs};
 use hearth_core::binaries::ripgrep::{self, RgInputs};
+use hearth_core::opencode::runtime::{OpenCodeRuntime, SharedOpenCode};
+use hearth_core::runtime::AgentRuntime as _;
 use hearth_core::scripted_model::ScriptedModelServer;
+use hearth_core::toolbox::gateway::AllowedCallers;
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -76,4 +80,13 @@ pub fn png(width: u32) -> Vec<u8> {
         .write_to(&mut out, image::ImageFormat::Png)
         .unwrap();
     out.into_inner()
+}
+
+/// Gateway callers: the process of the runtime put in the returned slot (once it is created), and
+/// nothing else — not the test process, not the agent's tools.
+pub fn runtime_callers() -> (AllowedCallers, Arc<OnceLock<Arc<OpenCodeRuntime>>>) {
+    let slot: Arc<OnceLock<Arc<OpenCodeRuntime>>> = Arc::default();
+    let runtime = slot.clone();
+    let callers = AllowedCallers::pids(move || runtime.get().and_then(|rt| SharedOpenCode(rt.clone()).status().pid).into_iter().collect());
+    (callers, slot)
 }
