@@ -3,64 +3,15 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use base64::Engine as _;
-use hearth_core::app::runtime_config::BinaryInputs;
 use hearth_core::app::*;
 use hearth_core::binaries::opencode::LocateInputs;
-use hearth_core::host::paths::AppPaths;
-use hearth_core::binaries::ripgrep::RgInputs;
-use hearth_core::runtime::RegistryConfig;
 use hearth_core::scripted_model::HoldRule;
 use hearth_core::store::{Message, MessageStatus};
 
-const TURN_TIMEOUT: Duration = Duration::from_secs(120);
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<ConversationUpdate>>);
-
-impl UpdateSink for Recorder {
-    fn conversation(&self, event: ConversationUpdate) {
-        self.0.lock().unwrap().push(event);
-    }
-}
-
-impl Recorder {
-    async fn finished(&self, conversation: &str, n: usize) -> Message {
-        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
-        loop {
-            let done: Vec<Message> = self
-                .0
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|e| e.conversation_id == conversation)
-                .filter_map(|e| match &e.kind {
-                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
-                    _ => None,
-                })
-                .collect();
-            if done.len() >= n {
-                return done[n - 1].clone();
-            }
-            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-fn options(data: &std::path::Path, opencode: LocateInputs) -> HearthOptions {
-    let paths = AppPaths::under(data);
-    paths.ensure().unwrap();
-    HearthOptions {
-        binaries: BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() },
-        paths,
-        registry: RegistryConfig::default(),
-        runtime: Default::default(),
-    }
-}
+use support::{app_options as options, Recorder, TURN_TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
@@ -135,6 +86,8 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
     reopened.shutdown().await;
 }
 
+/// A runtime that cannot start: the message is kept, the reply says why, and the turn's grant is
+/// revoked at once (the run never started, so nothing else would end it).
 #[tokio::test]
 async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
     let tmp = tempfile::tempdir().unwrap();
@@ -151,6 +104,12 @@ async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
     assert!(reply.error.as_deref().unwrap_or("").contains("missing-opencode does not exist"), "{reply:?}");
     let messages = hearth.store().list_messages(&conv.id).unwrap();
     assert_eq!(messages[0].text, "my precious words");
+    assert_eq!(hearth.live_grants(), 0, "the grant of a run that never started is revoked at once");
+    // The project folder vanishes: the message is refused with a sentence and no grant is left.
+    std::fs::remove_dir(&project_dir).unwrap();
+    let gone = hearth.send_message(&conv.id, "still there?".into(), vec![]).await.unwrap_err();
+    assert!(gone.to_string().contains(&project_dir.display().to_string()), "{gone}");
+    assert_eq!(hearth.live_grants(), 0);
     hearth.shutdown().await;
 }
 

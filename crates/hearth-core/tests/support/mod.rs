@@ -2,7 +2,14 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use hearth_core::app::runtime_config::BinaryInputs;
+use hearth_core::app::{ConversationUpdate, ConversationUpdateKind, HearthOptions, UpdateSink};
+use hearth_core::host::paths::AppPaths;
+use hearth_core::runtime::RegistryConfig;
+use hearth_core::store::Message;
 
 use hearth_core::binaries::executable::ProbeEnv;
 use hearth_core::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeConfig};
@@ -89,4 +96,54 @@ pub fn runtime_callers() -> (AllowedCallers, Arc<OnceLock<Arc<OpenCodeRuntime>>>
     let runtime = slot.clone();
     let callers = AllowedCallers::pids(move || runtime.get().and_then(|rt| SharedOpenCode(rt.clone()).status().pid).into_iter().collect());
     (callers, slot)
+}
+
+/// Bound on one turn of the app against the real runtime.
+pub const TURN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Everything the app tells the window, kept for the test.
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<ConversationUpdate>>);
+
+impl UpdateSink for Recorder {
+    fn conversation(&self, event: ConversationUpdate) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    /// The reply of the `n`th finished turn of `conversation` (1-based), waiting for it.
+    pub async fn finished(&self, conversation: &str, n: usize) -> Message {
+        let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+        loop {
+            let done: Vec<Message> = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|e| e.conversation_id == conversation)
+                .filter_map(|e| match &e.kind {
+                    ConversationUpdateKind::TurnFinished { message } => Some(message.clone()),
+                    _ => None,
+                })
+                .collect();
+            if done.len() >= n {
+                return done[n - 1].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "turn {n} of {conversation} did not finish");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The app's options over a data folder, finding the runtime with `opencode`.
+pub fn app_options(data: &Path, opencode: LocateInputs) -> HearthOptions {
+    let paths = AppPaths::under(data);
+    paths.ensure().unwrap();
+    HearthOptions {
+        binaries: BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() },
+        paths,
+        registry: RegistryConfig::default(),
+        runtime: Default::default(),
+    }
 }
