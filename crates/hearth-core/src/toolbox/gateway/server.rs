@@ -149,6 +149,7 @@ async fn authorize(State(guard): State<Arc<Guard>>, ConnectInfo(connection): Con
         let found = tokio::task::spawn_blocking(move || callers.identify(client, addr)).await;
         match found {
             Ok(Ok(Peer::Allowed { pid })) => {
+                tracing::debug!(%client, pid, "gateway connection from the runtime's process");
                 let _ = connection.verified.set(pid);
             }
             Ok(Ok(other)) => {

@@ -61,8 +61,11 @@ impl Sessions {
         let token = {
             let bound = self.bound.lock().unwrap();
             let parent = bound.get(parent).filter(|b| b.request_id == request_id).ok_or(AuthError::UnboundSession)?;
-            if bound.get(child).is_some_and(|b| b.request_id != request_id) {
-                return Err(AuthError::SessionTaken);
+            match bound.get(child) {
+                Some(b) if b.request_id != request_id => return Err(AuthError::SessionTaken),
+                // Told again (every `session.updated` of the child): nothing to do.
+                Some(_) => return Ok(()),
+                None => {}
             }
             parent.token.clone()
         };
