@@ -1,5 +1,8 @@
 //! A tool call through the gateway (MCP over loopback HTTP → gateway → fixture over stdio) against
-//! the same call straight to the stdio fixture. Prints p50/p90 and the p50 ratio (goal ≤ 1.2).
+//! the same call straight to the stdio fixture. Prints p50/p90 and the p50 ratio (goal ≤ 1.2), and
+//! what the caller check costs a new connection (its socket's holder looked up in /proc). rmcp's
+//! HTTP client here opens a connection per call, so each gateway call above pays that check; the
+//! runtime keeps one connection to the gateway, and pays it once.
 //! Run: `cargo bench -p hearth-core --bench gateway`.
 
 use std::process::Stdio;
@@ -20,6 +23,8 @@ const WARMUP_CALLS: usize = 50;
 const MEASURED_CALLS: usize = 500;
 /// The goal for gateway p50 / direct p50.
 const GOAL_RATIO: f64 = 1.2;
+/// Caller checks measured (each reads the socket tables and the allowed process's descriptors).
+const CALLER_CHECKS: usize = 300;
 
 fn params(seed: &str, session: Option<&str>) -> CallToolRequestParams {
     let mut args = json!({ "theme": "neon-ruins", "seed": seed, "targetCount": 5 });
@@ -72,8 +77,10 @@ fn main() {
         }])
         .await;
         gw.wait_until_settled(Duration::from_secs(20)).await;
-        let token = gw.grant("bench", GrantScope { libraries: vec![], custom_servers: vec!["fx".into()], ttl: DEFAULT_GRANT_TTL });
+        let token = gw.grant("bench", GrantScope { libraries: vec![], custom_servers: vec!["fx".into()], ttl: DEFAULT_GRANT_TTL }).unwrap();
         gw.bind_session("ses_bench", "bench", &token).unwrap();
+        // What the runtime's plugin writes into each call.
+        let stamp = gw.stamp("ses_bench");
         let secret = gw.authorization().trim_start_matches("Bearer ").to_string();
         let via = ().serve(StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(gw.url()).auth_header(secret))).await.unwrap();
 
@@ -82,7 +89,7 @@ fn main() {
         let mut g_all = Vec::new();
         for _ in 0..2 {
             d_all.extend(measure(&direct, "create_game_blueprint", None).await);
-            g_all.extend(measure(&via, "fixture_create_game_blueprint", Some("ses_bench")).await);
+            g_all.extend(measure(&via, "fixture_create_game_blueprint", Some(&stamp)).await);
         }
         d_all.sort();
         g_all.sort();
@@ -97,4 +104,31 @@ fn main() {
         direct.cancel().await.ok();
         gw.dispose().await;
     });
+    caller_check();
+}
+
+/// The check a new connection to the gateway pays once: this process allowed, a loopback
+/// connection of its own identified.
+fn caller_check() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let _client = std::net::TcpStream::connect(server).unwrap();
+    let (_accepted, peer) = listener.accept().unwrap();
+    let callers = AllowedCallers::this_process();
+    let fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let mut times: Vec<Duration> = (0..CALLER_CHECKS)
+        .map(|_| {
+            let started = Instant::now();
+            let found = callers.identify(peer, server).unwrap();
+            assert!(matches!(found, hearth_core::host::peer::Peer::Allowed { .. }), "{found:?}");
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let sockets = std::fs::read_to_string("/proc/net/tcp").map(|t| t.lines().count().saturating_sub(1)).unwrap_or(0);
+    println!(
+        "  caller check per new connection: p50 {:.1} µs, p90 {:.1} µs ({sockets} TCP sockets on the host, {fds} descriptors in the allowed process)",
+        pct(&times, 0.5).as_secs_f64() * 1e6,
+        pct(&times, 0.9).as_secs_f64() * 1e6
+    );
 }

@@ -86,6 +86,8 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
     reopened.shutdown().await;
 }
 
+/// A runtime that cannot start: the message is kept, the reply says why, and the turn's grant is
+/// revoked at once (the run never started, so nothing else would end it).
 #[tokio::test]
 async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
     let tmp = tempfile::tempdir().unwrap();
@@ -102,6 +104,12 @@ async fn a_runtime_that_cannot_start_keeps_the_message_and_explains() {
     assert!(reply.error.as_deref().unwrap_or("").contains("missing-opencode does not exist"), "{reply:?}");
     let messages = hearth.store().list_messages(&conv.id).unwrap();
     assert_eq!(messages[0].text, "my precious words");
+    assert_eq!(hearth.live_grants(), 0, "the grant of a run that never started is revoked at once");
+    // The project folder vanishes: the message is refused with a sentence and no grant is left.
+    std::fs::remove_dir(&project_dir).unwrap();
+    let gone = hearth.send_message(&conv.id, "still there?".into(), vec![]).await.unwrap_err();
+    assert!(gone.to_string().contains(&project_dir.display().to_string()), "{gone}");
+    assert_eq!(hearth.live_grants(), 0);
     hearth.shutdown().await;
 }
 

@@ -36,8 +36,9 @@ async fn client(gw: &Gateway) -> RunningService<RoleClient, ()> {
     ().serve(transport).await.unwrap()
 }
 
-async fn call(c: &RunningService<RoleClient, ()>, tool: &str, mut args: Value, session: &str) -> CallToolResult {
-    args[SESSION_ARG] = json!(session);
+/// A call as the runtime makes it: `stamp` is what the plugin writes ([`Gateway::stamp`]).
+async fn call(c: &RunningService<RoleClient, ()>, tool: &str, mut args: Value, stamp: &str) -> CallToolResult {
+    args[SESSION_ARG] = json!(stamp);
     c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone())).await.unwrap()
 }
 
@@ -46,7 +47,7 @@ fn text(r: &CallToolResult) -> String {
 }
 
 fn grant_for(gw: &Gateway, request: &str, session: &str, servers: &[&str]) -> CapabilityToken {
-    let t = gw.grant(request, GrantScope { libraries: vec![], custom_servers: servers.iter().map(|s| s.to_string()).collect(), ttl: DEFAULT_GRANT_TTL });
+    let t = gw.grant(request, GrantScope { libraries: vec![], custom_servers: servers.iter().map(|s| s.to_string()).collect(), ttl: DEFAULT_GRANT_TTL }).unwrap();
     gw.bind_session(session, request, &t).unwrap();
     t
 }
@@ -69,16 +70,16 @@ async fn fixture_tools_are_proxied_only_under_a_grant_that_names_the_server() {
 
     let a = grant_for(&gw, "req-a", "ses_a", &["fx"]);
     let _b = grant_for(&gw, "req-b", "ses_b", &[]);
-    let r = call(&c, "fixture_create_game_blueprint", json!({"theme": "neon-ruins", "seed": "req-a", "targetCount": 5}), "ses_a").await;
+    let r = call(&c, "fixture_create_game_blueprint", json!({"theme": "neon-ruins", "seed": "req-a", "targetCount": 5}), &gw.stamp("ses_a")).await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
     for needle in ["req-a", fixture::GAME_GLOBAL, fixture::RELAY_NAME] {
         assert!(text(&r).contains(needle), "{needle} in {}", text(&r));
     }
     // The session tag never reaches the server.
-    let echoed = call(&c, "fixture_echo_args", json!({"x": 1}), "ses_a").await;
+    let echoed = call(&c, "fixture_echo_args", json!({"x": 1}), &gw.stamp("ses_a")).await;
     assert_eq!(text(&echoed), r#"{"x":1}"#);
     // Another conversation of the same project, without that server in its grant: refused.
-    let refused = call(&c, "fixture_create_game_blueprint", json!({"theme": "t", "seed": "req-b", "targetCount": 1}), "ses_b").await;
+    let refused = call(&c, "fixture_create_game_blueprint", json!({"theme": "t", "seed": "req-b", "targetCount": 1}), &gw.stamp("ses_b")).await;
     assert_eq!(refused.is_error, Some(true));
     assert!(text(&refused).contains("no grant for the MCP server \"Fixture\""), "{}", text(&refused));
 
@@ -91,7 +92,7 @@ async fn fixture_tools_are_proxied_only_under_a_grant_that_names_the_server() {
     assert!(calls.iter().all(|c| c.args.get(SESSION_ARG).is_none()), "recorded after stripping");
 
     // Frozen list: the server adds a tool, but it is not dynamic, so the gateway does not offer it.
-    let _ = call(&c, "fixture_unlock_bonus", json!({}), "ses_a").await;
+    let _ = call(&c, "fixture_unlock_bonus", json!({}), &gw.stamp("ses_a")).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let listed: Vec<String> = c.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
     assert!(!listed.contains(&"fixture_bonus".to_string()), "{listed:?}");
@@ -109,7 +110,7 @@ async fn a_dynamic_server_may_add_tools_later() {
     gw.wait_until_settled(SETTLE).await;
     let c = client(&gw).await;
     grant_for(&gw, "req", "ses", &["dyn"]);
-    assert!(text(&call(&c, "dyn_unlock_bonus", json!({}), "ses").await).contains("unlocked"));
+    assert!(text(&call(&c, "dyn_unlock_bonus", json!({}), &gw.stamp("ses")).await).contains("unlocked"));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let listed: Vec<String> = c.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
@@ -119,7 +120,7 @@ async fn a_dynamic_server_may_add_tools_later() {
         assert!(Instant::now() < deadline, "the new tool never appeared: {listed:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(text(&call(&c, "dyn_bonus", json!({}), "ses").await), "BONUS_OK");
+    assert_eq!(text(&call(&c, "dyn_bonus", json!({}), &gw.stamp("ses")).await), "BONUS_OK");
     gw.dispose().await;
 }
 
@@ -150,7 +151,7 @@ async fn broken_servers_get_a_clear_status_and_the_gateway_keeps_serving() {
 
     let c = client(&gw).await;
     grant_for(&gw, "req", "ses", &["good", "missing"]);
-    let r = call(&c, "good_create_game_blueprint", json!({"theme": "t", "seed": "s-1", "targetCount": 2}), "ses").await;
+    let r = call(&c, "good_create_game_blueprint", json!({"theme": "t", "seed": "s-1", "targetCount": 2}), &gw.stamp("ses")).await;
     assert!(text(&r).contains("s-1"), "{}", text(&r));
     gw.dispose().await;
 }
@@ -165,19 +166,19 @@ async fn a_hung_tool_errors_within_the_bound_and_huge_results_are_cut() {
     grant_for(&gw, "req", "ses", &["fx"]);
 
     let started = Instant::now();
-    let hung = call(&c, "fixture_hang", json!({}), "ses").await;
+    let hung = call(&c, "fixture_hang", json!({}), &gw.stamp("ses")).await;
     let took = started.elapsed();
     assert_eq!(hung.is_error, Some(true));
     assert!(text(&hung).contains("did not answer within 1 s"), "{}", text(&hung));
     assert!(took < Duration::from_secs(3), "the hung call took {took:?}");
 
-    let huge = call(&c, "fixture_huge", json!({"bytes": 1_000_000}), "ses").await;
+    let huge = call(&c, "fixture_huge", json!({"bytes": 1_000_000}), &gw.stamp("ses")).await;
     let t = text(&huge);
     assert!(t.len() < 10_300, "{} bytes reached the client", t.len());
     assert!(t.contains("[Hearth truncated this result: 10000 of 1000000 bytes shown"), "{}", &t[t.len().saturating_sub(200)..]);
 
     // The server still serves after both.
-    let ok = call(&c, "fixture_create_game_blueprint", json!({"theme": "t", "seed": "after", "targetCount": 1}), "ses").await;
+    let ok = call(&c, "fixture_create_game_blueprint", json!({"theme": "t", "seed": "after", "targetCount": 1}), &gw.stamp("ses")).await;
     assert!(text(&ok).contains("after"));
     gw.dispose().await;
 }

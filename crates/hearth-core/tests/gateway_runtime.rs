@@ -55,9 +55,10 @@ struct Outcome {
 
 /// One run: grant, then the runtime binds the session through its hooks before the prompt is sent
 /// and revokes the grant when the run ends.
-async fn run(rt: &OpenCodeRuntime, hooks: &GatewayRunHooks, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, String) {
+async fn run(rt: &OpenCodeRuntime, hooks: &Arc<GatewayRunHooks>, space: &ExecutionSpace, conversation: &str, wave: usize, scope: GrantScope) -> (Outcome, String) {
     let request_id = uuid::Uuid::new_v4().to_string();
-    let tag = hooks.grant(&request_id, scope);
+    let grant = hooks.grant(&request_id, scope).unwrap();
+    let tag = grant.tag().to_string();
     let mut request = support::run_request(conversation, &format!("Build the game for wave {wave}. REQUEST_{request_id}"), space);
     request.request_id = request_id.clone();
     let mut stream = rt.run(request, CancellationToken::new());
@@ -97,7 +98,8 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
         })
         .collect();
 
-    let gw = Arc::new(Gateway::start(GatewayOptions::default()).await.unwrap());
+    let (callers, runtime_slot) = support::runtime_callers();
+    let gw = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.unwrap());
     let hooks = GatewayRunHooks::new(gw.clone());
     gw.set_custom_servers(vec![CustomServerConfig {
         id: "fbf42200-4e60-48d0-b5f2-e816db38ac54".into(),
@@ -118,11 +120,12 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let mut config = support::scripted_config(&support::FoundRuntime { binary, rg_dir }, &model, false);
     let private = root.join("gateway");
     config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
-    config.plugins.push(plugin_url(&write_plugin(&private).unwrap()));
+    config.plugins.push(plugin_url(&gw.write_plugin(&private).unwrap()));
     config.skills_paths.push(staged_skills(&root));
     assert!(!config.to_opencode_json(Path::new("/s")).to_string().contains(gw.authorization().trim_start_matches("Bearer ")), "the secret is referenced by file");
     let host = RuntimeHost { hooks: Some(hooks.clone() as Arc<dyn RunHooks>), ..Default::default() };
     let rt = OpenCodeRuntime::new(config, root.join("runtime"), host);
+    runtime_slot.set(rt.clone()).ok().unwrap();
 
     let granted = GrantScope { libraries: vec![], custom_servers: vec![server_id.clone()], ttl: DEFAULT_GRANT_TTL };
     let mut outcomes = Vec::new();

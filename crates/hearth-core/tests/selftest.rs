@@ -78,6 +78,7 @@ async fn reuse_check_with_2_projects_passes_every_assertion() {
         "Each request's image reached only its own model calls",
         "Wave 1: the skill loaded in every run",
         "8 MCP calls through the gateway, each under its own request's grant",
+        "Only the runtime's process may call the gateway",
         "Every project's first conversation compacted",
         "Marker files intact",
         "No runtime process left and the sandbox removed",

@@ -12,7 +12,7 @@ use crate::runtime::RuntimeError;
 use crate::scripted_model::ModelServerError;
 use crate::space::SpaceError;
 use crate::store::StoreError;
-use crate::toolbox::gateway::GatewayError;
+use crate::toolbox::gateway::{GatewayError, GrantError};
 use crate::toolbox::skills::{AddSkillError, SkillError};
 
 /// A failure's meaning, stable across versions and wordings.
@@ -76,6 +76,8 @@ pub enum AppError {
     #[error(transparent)]
     Gateway(#[from] GatewayError),
     #[error(transparent)]
+    Grant(#[from] GrantError),
+    #[error(transparent)]
     Skill(#[from] SkillError),
     #[error(transparent)]
     AddSkill(#[from] AddSkillError),
@@ -108,6 +110,7 @@ impl AppError {
             AppError::Image(_) | AppError::NoImageInput(_) | AppError::UnknownAttachment => ErrorCode::Image,
             AppError::Knowledge(e) => knowledge_code(e),
             AppError::Gateway(_) => ErrorCode::Gateway,
+            AppError::Grant(_) => ErrorCode::LimitReached,
             AppError::Skill(_) | AppError::AddSkill(_) => ErrorCode::Skill,
             AppError::Busy => ErrorCode::Busy,
             AppError::NotRunning => ErrorCode::NotRunning,

@@ -32,6 +32,7 @@ use crate::runtime::*;
 use crate::space::{self, ExecutionSpace};
 use crate::store::secrets::SecretsBackend;
 use crate::store::{Store, StoreError};
+use crate::toolbox::gateway::AllowedCallers;
 
 /// How long closing the app waits for a cancelled self-test to clean up.
 pub const SHUTDOWN_SELFTEST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -68,7 +69,7 @@ pub struct Hearth {
     binary_inputs: BinaryInputs,
     binaries: tokio::sync::Mutex<Option<Binaries>>,
     builtin: BuiltinModel,
-    runtimes: SelectedRuntimeManager,
+    runtimes: Arc<SelectedRuntimeManager>,
     turns: Mutex<HashMap<String, RunningTurn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
     tools: tools::Tools,
@@ -96,7 +97,15 @@ impl Hearth {
         if !swept.stopped.is_empty() {
             tracing::warn!(stopped = ?swept.stopped, "stopped runtimes left behind by an earlier Hearth");
         }
-        let tools = tools::Tools::start(&options.paths.data_dir).await?;
+        // The gateway serves the processes of the runtimes Hearth runs, and nothing else. The
+        // manager that knows them is made after the gateway (its runtimes report to the gateway's
+        // hooks), so the gateway asks it through a slot.
+        let manager_slot: Arc<std::sync::OnceLock<std::sync::Weak<SelectedRuntimeManager>>> = Arc::default();
+        let callers = {
+            let slot = manager_slot.clone();
+            AllowedCallers::pids(move || slot.get().and_then(std::sync::Weak::upgrade).map(|m| m.pids()).unwrap_or_default())
+        };
+        let tools = tools::Tools::start(&options.paths.data_dir, callers).await?;
         // The one wiring of manager → registry → runtime; the self-test builds the same one.
         let mut config = ManagerConfig::new(RuntimeHost {
             root: options.paths.data_dir.join("runtime"),
@@ -105,7 +114,8 @@ impl Hearth {
             connect_via: options.connect_via,
         });
         config.registry = options.registry;
-        let runtimes = SelectedRuntimeManager::start(config);
+        let runtimes = Arc::new(SelectedRuntimeManager::start(config));
+        let _ = manager_slot.set(Arc::downgrade(&runtimes));
         let hearth = Arc::new(Self {
             paths: options.paths,
             store,

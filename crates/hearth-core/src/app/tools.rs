@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::toolbox::gateway::{
-    self, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, DEFAULT_GRANT_TTL,
-    GATEWAY_MCP_NAME,
+    self, AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit,
+    RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME,
 };
 use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
 use crate::opencode::config::RuntimeConfig;
 use crate::opencode::FAMILY as OPENCODE_FAMILY;
-use crate::runtime::RunHooks;
 use crate::toolbox::skills::{self, SkillStager};
 use crate::store::{McpServer, McpServerInput, Store};
 
@@ -53,14 +52,16 @@ pub struct Tools {
 }
 
 impl Tools {
-    pub async fn start(data_dir: &Path) -> AppResult<Self> {
+    /// Start the knowledge service and the gateway; the gateway serves `callers` only (the
+    /// runtimes' processes).
+    pub async fn start(data_dir: &Path, callers: AllowedCallers) -> AppResult<Self> {
         let db = data_dir.join("knowledge.sqlite3");
         let root = data_dir.join("knowledge");
         let knowledge = Arc::new(tokio::task::spawn_blocking(move || KnowledgeService::open(db, root)).await??);
-        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), ..Default::default() }).await?;
+        let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), callers, ..Default::default() }).await?;
         let private = data_dir.join("runtime").join("gateway");
         let mcp_entry = gw.mcp_entry_with_secret_file(&private)?;
-        let plugin = gateway::write_plugin(&private).map_err(|source| AppError::Write { path: private.join(gateway::plugin::PLUGIN_FILE_NAME), source })?;
+        let plugin = gw.write_plugin(&private)?;
         let plugin_url = gateway::plugin_url(&plugin);
         Ok(Self {
             knowledge,
@@ -84,18 +85,6 @@ impl Tools {
             Ok(Err(e)) => tracing::warn!(error = %e, "could not stage the skill packages; the previous ones stay"),
             Err(e) => tracing::warn!(error = %e, "staging the skill packages stopped"),
         }
-    }
-}
-
-/// One run's grant; revoking twice (the run's own end, then this) is harmless.
-pub(crate) struct GrantGuard {
-    hooks: Arc<GatewayRunHooks>,
-    request_id: String,
-}
-
-impl Drop for GrantGuard {
-    fn drop(&mut self) {
-        self.hooks.run_ended(&self.request_id);
     }
 }
 
@@ -160,11 +149,15 @@ impl Hearth {
 
     /// The grant of one run: its conversation's libraries and every enabled server assigned to it.
     /// Revoked when the returned guard goes, however the run ended, or if it never started.
-    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<GrantGuard> {
+    pub(crate) async fn grant_for(&self, request_id: &str, library_ids: &[String]) -> AppResult<RunGrant> {
         let servers = blocking(&self.store, |s| s.list_mcp_servers()).await?;
         let custom_servers = servers.into_iter().filter(|m| m.enabled && m.assigned_runtimes.iter().any(|r| r == OPENCODE_FAMILY)).map(|m| m.id).collect();
-        self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL });
-        Ok(GrantGuard { hooks: self.tools.hooks.clone(), request_id: request_id.to_owned() })
+        Ok(self.tools.hooks.grant(request_id, GrantScope { libraries: library_ids.to_vec(), custom_servers, ttl: DEFAULT_GRANT_TTL })?)
+    }
+
+    /// Gateway grants alive now: one per turn in flight (diagnostics, tests).
+    pub fn live_grants(&self) -> usize {
+        self.tools.hooks.gateway().live_grants()
     }
 
     pub async fn list_mcp_servers(&self) -> AppResult<Vec<McpServerView>> {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::toolbox::gateway::{
-    plugin_url, write_plugin, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
+    plugin_url, AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
     GATEWAY_MCP_NAME,
 };
 use crate::opencode::{OpenCodeRuntime, FAMILY as OPENCODE_FAMILY};
@@ -180,9 +180,14 @@ async fn setup_and_steps(
     let mut config = kit::scripted_config(&found, &owned.model, opts.projects == FULL_SEED_PROJECTS);
     config.rg_dir = opts.rg_dir.clone();
     let mut run_hooks: Option<Arc<dyn RunHooks>> = None;
+    let manager_slot: Arc<std::sync::OnceLock<std::sync::Weak<SelectedRuntimeManager>>> = Arc::default();
     if opts.projects == FULL_SEED_PROJECTS {
         progress.report("gateway", "Starting the gateway with the fixture MCP server, and staging the skill.");
-        let gateway = Arc::new(Gateway::start(GatewayOptions::default()).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
+        // Only the sandbox's runtime may call this gateway: not Hearth, not the agent's tools. The
+        // runtimes are made below, after the gateway whose hooks they take.
+        let slot = manager_slot.clone();
+        let callers = AllowedCallers::pids(move || slot.get().and_then(std::sync::Weak::upgrade).map(|m| m.pids()).unwrap_or_default());
+        let gateway = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
         let hooks = GatewayRunHooks::new(gateway.clone());
         owned.hooks = Some(hooks.clone());
         gateway.set_custom_servers(vec![fixture_server(&opts.fixture_command)]).await;
@@ -199,7 +204,7 @@ async fn setup_and_steps(
         }
         let private = owned.sandbox.path().join("gateway");
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
-        config.plugins.push(plugin_url(&write_plugin(&private).map_err(|e| sandbox_err(&e))?));
+        config.plugins.push(plugin_url(&gateway.write_plugin(&private).map_err(|e| sandbox_err(&e))?));
         config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
         run_hooks = Some(hooks as Arc<dyn RunHooks>);
     }
@@ -211,6 +216,7 @@ async fn setup_and_steps(
     // stop the shared process.
     let runtimes = Arc::new(kit::runtimes(&owned.sandbox.runtime_root(), run_hooks, RegistryConfig::default(), MANAGER_CAPACITY));
     owned.runtimes = Some(runtimes.clone());
+    let _ = manager_slot.set(Arc::downgrade(&runtimes));
     let selection: RuntimeSelection = Arc::new(config);
     let mut facades = Vec::new();
     for space in &spaces {

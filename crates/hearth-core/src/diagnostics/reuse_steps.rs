@@ -10,11 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{AgentRuntime, CompactRequest, ImageInput, RegistryConfig, TurnEnd, WorkspaceRuntime};
 use crate::scripted_model::RequestKind;
-use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL};
+use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL, FORBIDDEN_SENTENCE};
 
 use super::kit;
 use super::reuse::{marker, Ctx, CONVERSATIONS_PER_PROJECT, FIXTURE_SERVER_ID, RUN_TIMEOUT, SKILL_CANARY, WAVES};
 use super::{ms, CheckError, Figure, ReportBuilder};
+
+/// Bound on the gateway's answer to the caller check.
+const CALLER_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One finished (or failed) run.
 struct RunResult {
@@ -46,6 +49,8 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             format!("Wave {}: {} concurrent runs across {} projects.", wave + 1, ctx.facades.len() * CONVERSATIONS_PER_PROJECT, ctx.facades.len()),
         );
         let mut runs = Vec::new();
+        // Each wave's grants end with the wave, whatever becomes of its runs.
+        let mut grants = Vec::new();
         for (p, facade) in ctx.facades.iter().enumerate() {
             for c in 0..CONVERSATIONS_PER_PROJECT {
                 let request_id = uuid::Uuid::new_v4().to_string();
@@ -55,7 +60,13 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
                         custom_servers: vec![FIXTURE_SERVER_ID.into()],
                         ttl: DEFAULT_GRANT_TTL,
                     };
-                    grant_tags.insert(request_id.clone(), hooks.grant(&request_id, scope));
+                    match hooks.grant(&request_id, scope) {
+                        Ok(grant) => {
+                            grant_tags.insert(request_id.clone(), grant.tag().to_string());
+                            grants.push(grant);
+                        }
+                        Err(e) => return Err(CheckError::Step(format!("The gateway refused a grant: {e}"))),
+                    }
                 }
                 // Images only in wave 1: wave 2 must not need them to continue.
                 let image = (ctx.full_seed() && wave == 0).then(|| images[p].clone());
@@ -63,6 +74,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             }
         }
         let results = futures::future::join_all(runs).await;
+        drop(grants);
         verify_wave(ctx, report, wave, &results, &mut sessions, &mut wave0_requests);
     }
 
@@ -96,6 +108,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     if ctx.full_seed() {
         verify_images(report, &requests, &wave0_requests, &images);
         verify_mcp(ctx, report, &grant_tags);
+        verify_callers(ctx, report).await;
     }
 
     ctx.progress.report("compaction", "Compacting every project's first conversation.");
@@ -291,6 +304,34 @@ fn verify_mcp(ctx: &Ctx, report: &mut ReportBuilder, grant_tags: &HashMap<String
         problems.is_empty(),
         if problems.is_empty() { format!("{expected} calls, {distinct} requests, each with its own token") } else { problems.join("; ") },
     );
+}
+
+/// The runtime's calls went through (above); a process that is not the runtime — Hearth itself
+/// here — is refused even with the gateway's secret.
+async fn verify_callers(ctx: &Ctx, report: &mut ReportBuilder) {
+    let Some(hooks) = &ctx.hooks else { return };
+    let gateway = hooks.gateway();
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "hearth-selftest", "version": "1"}}});
+    let answer = async {
+        let http = reqwest::Client::builder().no_proxy().timeout(CALLER_CHECK_TIMEOUT).build().map_err(|e| e.to_string())?;
+        let response = http
+            .post(gateway.url())
+            .header("authorization", gateway.authorization())
+            .header("accept", "application/json, text/event-stream")
+            .json(&init)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        Ok::<_, String>((status, response.text().await.unwrap_or_default()))
+    };
+    let (refused, detail) = match answer.await {
+        Ok((403, body)) if body == FORBIDDEN_SENTENCE => (true, "Hearth's own process, with the secret: 403".to_string()),
+        Ok((status, body)) => (false, format!("Hearth's own process got {status}: {body}")),
+        Err(e) => (false, format!("the gateway did not answer: {e}")),
+    };
+    report.check("Only the runtime's process may call the gateway", refused, detail);
 }
 
 async fn verify_runtime(ctx: &Ctx, report: &mut ReportBuilder) {

@@ -16,6 +16,21 @@ pub const DEFAULT_FILTER: &str = "info,hearth=debug,hearth_core=debug";
 /// so only warnings go beside it (the log file still gets everything).
 pub const QUIET_CONSOLE_FILTER: &str = "warn";
 
+/// Added to every filter, `RUST_LOG` included: rmcp logs whole MCP messages below `info`, and a
+/// gateway call's arguments carry its session stamp.
+pub const ALWAYS_DIRECTIVES: &[&str] = &["rmcp=info"];
+
+/// Hex characters of a secret's hash shown in logs (see [`log_tag`]).
+pub const LOG_TAG_CHARS: usize = 12;
+
+/// A short, non-reversible name for a secret or an identifier that grants something (a capability
+/// token, a native session id), safe for logs: the same value always gets the same tag.
+pub fn log_tag(secret: &str) -> String {
+    use sha2::Digest as _;
+    let hex = format!("{:x}", sha2::Sha256::digest(secret.as_bytes()));
+    hex[..LOG_TAG_CHARS].to_string()
+}
+
 /// How much of the log goes to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Console {
@@ -33,13 +48,18 @@ pub enum LoggingError {
     AlreadySet,
 }
 
+/// The filter for `spec`, with [`ALWAYS_DIRECTIVES`] on top.
+pub fn filter(spec: &str) -> EnvFilter {
+    ALWAYS_DIRECTIVES.iter().fold(EnvFilter::new(spec), |f, d| f.add_directive(d.parse().expect("a valid directive")))
+}
+
 /// The filters of the file and of stderr, from `RUST_LOG` (which then rules both) or the defaults.
 fn filters(rust_log: Option<&str>, console: Console) -> (EnvFilter, EnvFilter) {
     match rust_log {
-        Some(spec) => (EnvFilter::new(spec), EnvFilter::new(spec)),
+        Some(spec) => (filter(spec), filter(spec)),
         None => {
             let console_spec = if console == Console::Quiet { QUIET_CONSOLE_FILTER } else { DEFAULT_FILTER };
-            (EnvFilter::new(DEFAULT_FILTER), EnvFilter::new(console_spec))
+            (filter(DEFAULT_FILTER), filter(console_spec))
         }
     }
 }
@@ -90,11 +110,49 @@ mod tests {
     #[test]
     fn a_quiet_console_keeps_warnings_and_the_file_keeps_everything_unless_rust_log_rules() {
         let (file, console) = filters(None, Console::Quiet);
-        assert_eq!(file.to_string(), EnvFilter::new(DEFAULT_FILTER).to_string());
-        assert_eq!(console.to_string(), "warn");
+        assert_eq!(file.to_string(), filter(DEFAULT_FILTER).to_string());
+        assert_eq!(console.to_string(), filter("warn").to_string());
         let (_, console) = filters(None, Console::Full);
-        assert_eq!(console.to_string(), EnvFilter::new(DEFAULT_FILTER).to_string());
+        assert_eq!(console.to_string(), filter(DEFAULT_FILTER).to_string());
         let (file, console) = filters(Some("debug"), Console::Quiet);
-        assert_eq!((file.to_string(), console.to_string()), ("debug".into(), "debug".into()));
+        assert_eq!((file.to_string(), console.to_string()), (filter("debug").to_string(), filter("debug").to_string()));
+    }
+
+    #[test]
+    fn mcp_messages_are_not_logged_whatever_rust_log_says() {
+        use std::sync::{Arc, Mutex};
+        let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::registry().with(
+            fmt::layer().with_writer(move || Capture(writer.clone())).with_filter(filter("trace,rmcp=trace")),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "rmcp::service", "mcp-message-marker");
+            tracing::info!(target: "rmcp::service", "rmcp-info-marker");
+            tracing::trace!(target: "hearth_core::toolbox", "hearth-trace-marker");
+        });
+        let text = String::from_utf8_lossy(&buf.lock().unwrap()).to_string();
+        assert!(!text.contains("mcp-message-marker"), "{text}");
+        assert!(text.contains("rmcp-info-marker") && text.contains("hearth-trace-marker"), "{text}");
+    }
+
+    #[test]
+    fn log_tags_are_short_stable_and_not_the_value() {
+        assert_eq!(log_tag("ses_abc"), log_tag("ses_abc"));
+        assert_ne!(log_tag("ses_abc"), log_tag("ses_abd"));
+        assert_eq!(log_tag("ses_abc").len(), LOG_TAG_CHARS);
+        assert!(!log_tag("ses_abc").contains("abc"));
+    }
+
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Capture {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

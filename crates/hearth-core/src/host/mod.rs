@@ -1,10 +1,11 @@
-//! The machine Hearth runs on: child processes that never outlive it, process information, the data
-//! folder's paths, logging, the one-Hearth-per-data-folder lock and the records of runtime
-//! processes swept at start-up.
+//! The machine Hearth runs on: child processes that never outlive it, process information, which
+//! process is behind a loopback connection, the data folder's paths, logging, the
+//! one-Hearth-per-data-folder lock and the records of runtime processes swept at start-up.
 
 pub mod child;
 pub mod logging;
 pub mod paths;
+pub mod peer;
 pub mod procinfo;
 pub mod records;
 pub mod single_instance;

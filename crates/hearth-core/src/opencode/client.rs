@@ -38,6 +38,15 @@ pub struct Health {
     pub version: String,
 }
 
+/// `text` with the native session id of `route` (`/session/<id>/…`) replaced by its log tag:
+/// errors reach logs and the window, and a session id is what a call to the gateway is stamped with.
+fn redact_session(route: &str, text: &str) -> String {
+    match route.strip_prefix("/session/").map(|r| r.split('/').next().unwrap_or(r)).filter(|id| !id.is_empty()) {
+        Some(id) => text.replace(id, &format!("ses#{}", crate::host::logging::log_tag(id))),
+        None => text.to_string(),
+    }
+}
+
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -77,20 +86,21 @@ impl Client {
     }
 
     async fn send_as<T: serde::de::DeserializeOwned + Default>(&self, route: &str, rb: reqwest::RequestBuilder) -> Result<T, ApiError> {
-        let resp = rb.send().await.map_err(|e| ApiError::Transport(e.to_string()))?;
+        let shown = |text: &str| redact_session(route, text);
+        let resp = rb.send().await.map_err(|e| ApiError::Transport(shown(&e.to_string())))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| ApiError::Transport(e.to_string()))?;
+        let bytes = resp.bytes().await.map_err(|e| ApiError::Transport(shown(&e.to_string())))?;
         if bytes.len() > MAX_RESPONSE_BYTES {
-            return Err(ApiError::Decode { route: route.into(), detail: format!("{} bytes is over the limit", bytes.len()) });
+            return Err(ApiError::Decode { route: shown(route), detail: format!("{} bytes is over the limit", bytes.len()) });
         }
         if !status.is_success() {
             let body = crate::binaries::executable::tail(&bytes, QUOTED_BODY_BYTES);
-            return Err(ApiError::Status { route: route.into(), status: status.as_u16(), body });
+            return Err(ApiError::Status { route: shown(route), status: status.as_u16(), body: shown(&body) });
         }
         if bytes.is_empty() {
             return Ok(T::default());
         }
-        serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode { route: route.into(), detail: e.to_string() })
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode { route: shown(route), detail: e.to_string() })
     }
 
     pub async fn health(&self) -> Result<Health, ApiError> {
@@ -195,5 +205,20 @@ impl Client {
         let (mcp, tools, skills, commands, providers, files) =
             tokio::join!(get("/mcp"), get("/experimental/tool/ids"), get("/skill"), get("/command"), get("/config/providers"), file);
         mcp.and(tools).and(skills).and(commands).and(providers).and(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_a_session_by_its_tag() {
+        let tag = crate::host::logging::log_tag("ses_abc123");
+        let shown = redact_session("/session/ses_abc123/prompt_async", "error sending request for url (http://127.0.0.1:9/session/ses_abc123/prompt_async)");
+        assert!(!shown.contains("ses_abc123") && shown.contains(&tag), "{shown}");
+        assert_eq!(redact_session("/session/ses_abc123", "Session ses_abc123 not found"), format!("Session ses#{tag} not found"));
+        assert_eq!(redact_session("/global/health", "no session here"), "no session here");
+        assert_eq!(redact_session("/session", "POST /session failed"), "POST /session failed");
     }
 }

@@ -159,7 +159,7 @@ impl Watch<'_> {
                 event = self.sub.rx.recv() => match event {
                     Some(HubEvent::Event { event, .. }) => self.on_event(&event).await?,
                     Some(HubEvent::Reconnected) => {
-                        tracing::info!(session = %crate::toolbox::gateway::grants::token_tag(&self.session), "event stream reconnected mid-turn; catching up from the stored messages");
+                        tracing::info!(session = %crate::host::logging::log_tag(&self.session), "event stream reconnected mid-turn; catching up from the stored messages");
                         self.catch_up().await?
                     }
                     None => return Err(failed(FailureKind::Unreachable, "The runtime's event stream closed.")),
@@ -197,7 +197,7 @@ impl Watch<'_> {
         if event.spawned_by() == Some(self.session.as_str()) {
             if let Some(child) = event.session_id() {
                 if let Some(hooks) = self.hooks {
-                    hooks.child_session(&self.request.request_id, child);
+                    hooks.child_session(&self.request.request_id, &self.session, child);
                 }
                 if self.sub.followed() <= MAX_FOLLOWED_SESSIONS {
                     self.sub.follow(child);

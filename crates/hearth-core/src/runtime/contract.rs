@@ -313,7 +313,8 @@ pub struct GrantRefused(pub Cause);
 pub trait RunHooks: Send + Sync {
     /// Refusing fails the run before anything reaches the model.
     fn session_ready(&self, request_id: &str, session_id: &str) -> Result<(), GrantRefused>;
-    /// A subagent session the run's session spawned: its calls belong to the same request.
-    fn child_session(&self, request_id: &str, child_session_id: &str);
+    /// The runtime created `child_session_id` under the run's own session (a `task` subagent):
+    /// the child acts for the same request.
+    fn child_session(&self, request_id: &str, parent_session_id: &str, child_session_id: &str);
     fn run_ended(&self, request_id: &str);
 }

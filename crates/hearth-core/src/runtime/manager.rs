@@ -102,6 +102,11 @@ impl SelectedRuntimeManager {
         self.registry.status()
     }
 
+    /// The processes of every runtime alive now (the gateway serves these and nothing else).
+    pub fn pids(&self) -> Vec<u32> {
+        self.registry.status().iter().filter_map(|r| r.runtime.pid).collect()
+    }
+
     /// How many runtimes are alive (current and retired-but-draining).
     pub fn runtime_count(&self) -> usize {
         self.registry.runtime_count()

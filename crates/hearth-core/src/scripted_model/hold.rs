@@ -92,7 +92,7 @@ impl Hold {
         }
         self.held.send_modify(|n| *n += 1);
         let _counted = Counted(&self.held);
-        tracing::debug!(seq = request.seq, session = ?request.session_id, "scripted model request held");
+        tracing::debug!(seq = request.seq, session = ?request.session_id.as_deref().map(crate::host::logging::log_tag), "scripted model request held");
         let mut released = self.released.subscribe();
         tokio::select! {
             _ = released.wait_for(|r| *r) => true,

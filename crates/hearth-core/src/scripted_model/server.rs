@@ -260,7 +260,7 @@ async fn chat_completions(
     };
     let session_id = header_text(&headers, "x-session-id").or_else(|| header_text(&headers, "x-session-affinity"));
     let request = shared.recorder.record(session_id, body_value, body);
-    tracing::debug!(seq = request.seq, kind = ?request.kind, session = ?request.session_id, bytes = request.body_bytes.len(), "scripted model request");
+    tracing::debug!(seq = request.seq, kind = ?request.kind, session = ?request.session_id.as_deref().map(crate::host::logging::log_tag), bytes = request.body_bytes.len(), "scripted model request");
 
     for hold in shared.holds.active() {
         if !hold.wait(&request, &shared.stop).await {

@@ -3,7 +3,7 @@
 #![allow(dead_code, unused_imports)]
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use hearth_core::app::runtime_config::BinaryInputs;
@@ -11,7 +11,10 @@ use hearth_core::app::{ConversationUpdate, ConversationUpdateKind, HearthOptions
 use hearth_core::binaries::opencode::LocateInputs;
 use hearth_core::binaries::ripgrep::RgInputs;
 use hearth_core::host::paths::AppPaths;
+use hearth_core::opencode::OpenCodeRuntime;
+use hearth_core::runtime::AgentRuntime as _;
 use hearth_core::store::Message;
+use hearth_core::toolbox::gateway::AllowedCallers;
 
 pub use hearth_core::diagnostics::kit::{self, gone_within, run_request, run_to_end, scripted_config, wait_until, workspace_root, FoundRuntime};
 pub use hearth_core::host::procinfo::is_running as alive;
@@ -52,6 +55,15 @@ pub fn png(width: u32) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     image::RgbaImage::from_pixel(width, 1, image::Rgba([200, 80, 20, 255])).write_to(&mut out, image::ImageFormat::Png).unwrap();
     out.into_inner()
+}
+
+/// Gateway callers: the process of the runtime put in the returned slot (once it is created), and
+/// nothing else — not the test process, not the agent's tools.
+pub fn runtime_callers() -> (AllowedCallers, Arc<OnceLock<OpenCodeRuntime>>) {
+    let slot: Arc<OnceLock<OpenCodeRuntime>> = Arc::default();
+    let runtime = slot.clone();
+    let callers = AllowedCallers::pids(move || runtime.get().and_then(|rt| rt.status().pid).into_iter().collect());
+    (callers, slot)
 }
 
 /// The app's updates, as the window would receive them.

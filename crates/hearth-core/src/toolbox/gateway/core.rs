@@ -9,11 +9,11 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObjec
 use serde_json::Value;
 
 use super::custom::{CustomServer, CALL_TIMEOUT, START_TIMEOUT};
-use super::grants::{GrantError, Grants};
+use super::grants::{constant_time_eq, random_text, token_tag, GrantError, Grants};
 use super::knowledge_tools::{self as knowledge, KnowledgeAccess};
 use super::plugin::SESSION_ARG;
 use super::record::{CallLog, ForwardedCall};
-use super::sessions::Sessions;
+use super::sessions::{AuthError, Sessions, UNBOUND_SESSION_WAIT};
 use super::truncate::{truncate_with_notice, MAX_RESULT_BYTES};
 
 /// Time bounds and sizes the gateway applies; the defaults are the named constants.
@@ -22,11 +22,13 @@ pub struct GatewayLimits {
     pub call_timeout: Duration,
     pub start_timeout: Duration,
     pub max_result_bytes: usize,
+    /// How long a call from a session not bound yet (a subagent's, just created) waits.
+    pub unbound_session_wait: Duration,
 }
 
 impl Default for GatewayLimits {
     fn default() -> Self {
-        Self { call_timeout: CALL_TIMEOUT, start_timeout: START_TIMEOUT, max_result_bytes: MAX_RESULT_BYTES }
+        Self { call_timeout: CALL_TIMEOUT, start_timeout: START_TIMEOUT, max_result_bytes: MAX_RESULT_BYTES, unbound_session_wait: UNBOUND_SESSION_WAIT }
     }
 }
 
@@ -34,8 +36,14 @@ impl Default for GatewayLimits {
 /// was still starting, so its first list counts).
 type Frozen = HashMap<String, Option<HashSet<String>>>;
 
+/// Random bytes of the key the plugin stamps calls with.
+pub const STAMP_KEY_BYTES: usize = 32;
+
 pub(super) struct Core {
     pub grants: Grants,
+    /// Handed only to the runtime's process (see `server::STAMP_KEY_PATH`): a stamp carrying it was
+    /// written by Hearth's plugin, not by a model.
+    pub stamp_key: String,
     pub sessions: Sessions,
     pub servers: RwLock<Vec<Arc<CustomServer>>>,
     pub knowledge: Option<Arc<dyn KnowledgeAccess>>,
@@ -52,6 +60,7 @@ impl Core {
     pub fn new(knowledge: Option<Arc<dyn KnowledgeAccess>>, limits: GatewayLimits) -> Self {
         Self {
             grants: Grants::new(),
+            stamp_key: random_text(STAMP_KEY_BYTES),
             sessions: Sessions::default(),
             servers: RwLock::new(Vec::new()),
             knowledge,
@@ -115,15 +124,35 @@ impl Core {
         })
     }
 
+    /// The stamp the plugin writes for `session_id`: `<stamp key>:<session id>`.
+    pub fn stamp(&self, session_id: &str) -> String {
+        format!("{}:{session_id}", self.stamp_key)
+    }
+
+    /// The session a stamp names, if the stamp carries the key.
+    fn session_of_stamp<'a>(&self, stamp: Option<&'a str>) -> Result<Option<&'a str>, AuthError> {
+        let Some(stamp) = stamp.filter(|s| !s.is_empty()) else { return Ok(None) };
+        match stamp.split_once(':') {
+            Some((key, session)) if constant_time_eq(key.as_bytes(), self.stamp_key.as_bytes()) => Ok(Some(session)),
+            _ => Err(AuthError::ForgedStamp),
+        }
+    }
+
     pub async fn call(&self, request: CallToolRequestParams) -> CallToolResult {
         let name = request.name.to_string();
         let mut args: JsonObject = request.arguments.unwrap_or_default();
-        // Strip the session tag first: nothing downstream ever sees it.
-        let session = args.remove(SESSION_ARG).and_then(|v| v.as_str().map(str::to_owned));
-        let grant = match self.sessions.authorize(&self.grants, session.as_deref()) {
+        // Strip the stamp first: nothing downstream ever sees it.
+        let stamp = args.remove(SESSION_ARG).and_then(|v| v.as_str().map(str::to_owned));
+        let session = self.session_of_stamp(stamp.as_deref());
+        let authorized = match &session {
+            Ok(session) => self.sessions.authorize_waiting(&self.grants, *session, self.limits.unbound_session_wait).await,
+            Err(e) => Err(e.clone()),
+        };
+        let grant = match authorized {
             Ok(g) => g,
             Err(e) => {
-                tracing::warn!(tool = %name, session = session.as_deref().unwrap_or("-"), reason = %e, "gateway call refused");
+                let session = session.ok().flatten().map(token_tag).unwrap_or_else(|| "-".into());
+                tracing::warn!(tool = %name, %session, reason = %e, "gateway call refused");
                 return refusal(e.to_string());
             }
         };

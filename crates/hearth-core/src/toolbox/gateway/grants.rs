@@ -19,10 +19,11 @@ pub const TOKEN_PREFIX: &str = "hct_";
 pub const MAX_GRANT_TTL: Duration = Duration::from_secs(6 * 60 * 60);
 /// Lifetime used when the caller has no better idea.
 pub const DEFAULT_GRANT_TTL: Duration = Duration::from_secs(60 * 60);
-/// Most grants alive at once (one per running request); the oldest expired ones go first.
+/// Most grants alive at once (one per running request). A hard bound: when it is reached, expired
+/// grants are dropped, and if none has expired the new grant is refused.
 pub const MAX_LIVE_GRANTS: usize = 4096;
 /// Hex characters of a token's hash shown in logs and diagnostics.
-pub const TOKEN_TAG_CHARS: usize = 12;
+pub const TOKEN_TAG_CHARS: usize = crate::host::logging::LOG_TAG_CHARS;
 
 /// What a grant allows.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -69,8 +70,7 @@ impl fmt::Display for CapabilityToken {
 
 /// A short, non-reversible name for a secret, safe for logs.
 pub fn token_tag(secret: &str) -> String {
-    let hex = format!("{:x}", Sha256::digest(secret.as_bytes()));
-    hex[..TOKEN_TAG_CHARS].to_string()
+    crate::host::logging::log_tag(secret)
 }
 
 /// `n` bytes from the OS random source, URL-safe base64 without padding.
@@ -104,6 +104,8 @@ pub enum GrantError {
     OtherRequest,
     #[error("This request has no grant for {0}.")]
     NotGranted(String),
+    #[error("Too many replies are running at once (Hearth allows {MAX_LIVE_GRANTS}); wait for one to finish and send the message again.")]
+    TooManyGrants,
 }
 
 /// What a valid token resolves to.
@@ -136,23 +138,32 @@ impl Grants {
         Self::default()
     }
 
-    /// Issue a token for `request_id`, replacing (and so revoking) any earlier one.
-    pub fn grant(&self, request_id: &str, mut scope: GrantScope) -> CapabilityToken {
+    /// Issue a token for `request_id`, replacing (and so revoking) any earlier one. Refused when
+    /// [`MAX_LIVE_GRANTS`] unexpired grants are alive.
+    pub fn grant(&self, request_id: &str, mut scope: GrantScope) -> Result<CapabilityToken, GrantError> {
         scope.ttl = scope.ttl.min(MAX_GRANT_TTL);
+        let now = Instant::now();
+        let mut live = self.live.lock().unwrap();
+        if live.len() >= MAX_LIVE_GRANTS && !live.contains_key(request_id) {
+            let before = live.len();
+            live.retain(|_, g| g.expires > now);
+            if before > live.len() {
+                tracing::debug!(dropped = before - live.len(), "expired grants dropped");
+            }
+            if live.len() >= MAX_LIVE_GRANTS {
+                tracing::warn!(limit = MAX_LIVE_GRANTS, "grant refused: the grant table is full");
+                return Err(GrantError::TooManyGrants);
+            }
+        }
         let token = CapabilityToken(format!("{TOKEN_PREFIX}{}", random_text(TOKEN_RANDOM_BYTES)));
         let hash: [u8; 32] = Sha256::digest(token.0.as_bytes()).into();
         let tag = token.tag();
-        let now = Instant::now();
-        let mut live = self.live.lock().unwrap();
-        if live.len() >= MAX_LIVE_GRANTS {
-            live.retain(|_, g| g.expires > now);
-        }
         tracing::debug!(request_id, token = %tag, ttl_s = scope.ttl.as_secs(), "grant issued");
         let grant = Grant { token_hash: hash, token_tag: tag, expires: now + scope.ttl, scope };
         if let Some(old) = live.insert(request_id.to_string(), grant) {
             self.remember_revoked(old.token_hash);
         }
-        token
+        Ok(token)
     }
 
     /// End `request_id`'s grant: its token is refused from now on. Idempotent.
@@ -229,8 +240,8 @@ mod tests {
     #[test]
     fn a_token_works_for_its_own_request_only() {
         let grants = Grants::new();
-        let a = grants.grant("req-a", scope(DEFAULT_GRANT_TTL));
-        let b = grants.grant("req-b", scope(DEFAULT_GRANT_TTL));
+        let a = grants.grant("req-a", scope(DEFAULT_GRANT_TTL)).unwrap();
+        let b = grants.grant("req-b", scope(DEFAULT_GRANT_TTL)).unwrap();
         assert_ne!(a, b);
         let ok = grants.validate("req-a", Some(a.expose())).unwrap();
         assert_eq!(ok.request_id, "req-a");
@@ -242,7 +253,7 @@ mod tests {
     #[test]
     fn missing_malformed_forged_expired_and_revoked_are_refused() {
         let grants = Grants::new();
-        let a = grants.grant("req-a", scope(DEFAULT_GRANT_TTL));
+        let a = grants.grant("req-a", scope(DEFAULT_GRANT_TTL)).unwrap();
         assert_eq!(grants.validate("req-a", None), Err(GrantError::Missing));
         assert_eq!(grants.validate("req-a", Some("")), Err(GrantError::Missing));
         assert_eq!(grants.validate("req-a", Some("Bearer xyz")), Err(GrantError::Malformed));
@@ -255,7 +266,7 @@ mod tests {
         flipped.push(if last == 'A' { 'B' } else { 'A' });
         assert!(grants.validate("req-a", Some(&flipped)).is_err());
 
-        let short = grants.grant("req-s", scope(Duration::from_millis(1)));
+        let short = grants.grant("req-s", scope(Duration::from_millis(1))).unwrap();
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(grants.validate("req-s", Some(short.expose())), Err(GrantError::Expired));
 
@@ -267,8 +278,8 @@ mod tests {
     #[test]
     fn granting_again_replaces_the_old_token() {
         let grants = Grants::new();
-        let first = grants.grant("r", scope(DEFAULT_GRANT_TTL));
-        let second = grants.grant("r", scope(DEFAULT_GRANT_TTL));
+        let first = grants.grant("r", scope(DEFAULT_GRANT_TTL)).unwrap();
+        let second = grants.grant("r", scope(DEFAULT_GRANT_TTL)).unwrap();
         assert_eq!(grants.validate("r", Some(first.expose())), Err(GrantError::Revoked));
         assert!(grants.validate("r", Some(second.expose())).is_ok());
         assert_eq!(grants.live_count(), 1);
@@ -277,12 +288,36 @@ mod tests {
     #[test]
     fn ttl_is_capped_and_tokens_are_long_and_hidden_from_debug() {
         let grants = Grants::new();
-        let t = grants.grant("r", scope(Duration::from_secs(10 * 24 * 3600)));
+        let t = grants.grant("r", scope(Duration::from_secs(10 * 24 * 3600))).unwrap();
         assert_eq!(grants.validate("r", Some(t.expose())).unwrap().scope.ttl, MAX_GRANT_TTL);
         assert!(t.expose().len() >= TOKEN_PREFIX.len() + 43, "≥ 256 bits of base64");
         let shown = format!("{t:?} {t}");
         assert!(!shown.contains(t.expose()), "{shown}");
         assert!(shown.contains(&t.tag()));
+    }
+
+    #[test]
+    fn the_grant_table_is_full_at_its_bound_until_one_expires_or_ends() {
+        let grants = Grants::new();
+        for i in 0..MAX_LIVE_GRANTS - 1 {
+            grants.grant(&format!("req-{i}"), scope(DEFAULT_GRANT_TTL)).unwrap();
+        }
+        let short = grants.grant("short", scope(Duration::from_millis(1))).unwrap();
+        assert_eq!(grants.live_count(), MAX_LIVE_GRANTS);
+        std::thread::sleep(Duration::from_millis(5));
+        // Full, but one has expired: it goes, the new one comes in.
+        let newest = grants.grant("newest", scope(DEFAULT_GRANT_TTL)).unwrap();
+        assert_eq!(grants.live_count(), MAX_LIVE_GRANTS);
+        assert_eq!(grants.validate("short", Some(short.expose())), Err(GrantError::Unknown));
+        // Full of live grants: refused, and nothing already granted is touched.
+        assert_eq!(grants.grant("one-more", scope(DEFAULT_GRANT_TTL)), Err(GrantError::TooManyGrants));
+        assert_eq!(grants.live_count(), MAX_LIVE_GRANTS);
+        assert!(grants.validate("newest", Some(newest.expose())).is_ok());
+        // Granting again to a request that has a grant replaces it; ending one frees a place.
+        assert!(grants.grant("req-0", scope(DEFAULT_GRANT_TTL)).is_ok());
+        assert!(grants.revoke("req-1"));
+        assert!(grants.grant("one-more", scope(DEFAULT_GRANT_TTL)).is_ok());
+        assert!(GrantError::TooManyGrants.to_string().contains("wait for one to finish"));
     }
 
     #[test]

@@ -2,18 +2,25 @@
 //! process, which still keeps every request inside its own grant.
 //!
 //! How a run uses it (the runtime side):
+//! 0. Start it with [`GatewayOptions::callers`] naming the runtime's process: connections held by
+//!    any other process (the agent's own tools included) are refused, secret or not.
 //! 1. At launch: `RuntimeConfig.mcp[GATEWAY_MCP_NAME] = gateway.mcp_entry_with_secret_file(dir)?`
-//!    and `RuntimeConfig.plugins.push(plugin_url(&write_plugin(dir)?))`, and before spawning,
-//!    `preseed_plugin_dependencies(&root.join("config/opencode"))?` (else every new project
-//!    instance waits ~70 s for an offline npm install; see [`plugin::preseed_plugin_dependencies`]).
-//! 2. Before a run: `let token = gateway.grant(&request.request_id, scope)`.
+//!    and `RuntimeConfig.plugins.push(plugin_url(&gateway.write_plugin(dir)?))`, and before
+//!    spawning, `preseed_plugin_dependencies(&root.join("config/opencode"))?` (else every new
+//!    project instance waits ~70 s for an offline npm install; see
+//!    [`plugin::preseed_plugin_dependencies`]).
+//! 2. Before a run: `let token = gateway.grant(&request.request_id, scope)?`.
 //! 3. When the run's native session is known and BEFORE its prompt is sent:
-//!    `gateway.bind_session(&session_id, &request.request_id, &token)?`.
-//! 4. When the run ends (done, error, cancel): `gateway.request_ended(&request.request_id)`.
+//!    `gateway.bind_session(&session_id, &request.request_id, &token)?`; when the run sees a
+//!    subagent's session created under it: `gateway.bind_child(&request_id, &session_id, &child)`.
+//! 4. When the run ends (done, error, cancel), or never starts: `gateway.request_ended(&request_id)`.
+//! [`GatewayRunHooks`] does 2–4 for the runtime's `RunHooks`.
 //!
-//! Each call carries the session id (added by the plugin); the gateway maps it to the running
-//! request, checks that request's token, strips the tag, then serves or refuses the call.
+//! Each call carries a stamp with the session id (written by the plugin, with a key only the
+//! runtime's process gets); the gateway maps the session to the running request, checks that
+//! request's token, strips the stamp, then serves or refuses the call.
 
+pub mod callers;
 mod core;
 pub mod custom;
 pub mod fixture;
@@ -35,15 +42,16 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 pub use self::core::GatewayLimits;
+pub use callers::AllowedCallers;
 pub use custom::{CustomServerConfig, CustomServerStatus, ServerState, MAX_CUSTOM_SERVERS};
 pub use grants::{CapabilityToken, GrantError, GrantScope, DEFAULT_GRANT_TTL};
-pub use hooks::GatewayRunHooks;
+pub use hooks::{GatewayRunHooks, RunGrant};
 pub use knowledge_tools::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit};
 pub use naming::GATEWAY_MCP_NAME;
-pub use plugin::{plugin_url, preseed_plugin_dependencies, write_plugin, SESSION_ARG};
+pub use plugin::{plugin_url, preseed_plugin_dependencies, SESSION_ARG};
 pub use record::ForwardedCall;
-pub use server::{MCP_PATH, UNAUTHORIZED_SENTENCE};
-pub use sessions::AuthError;
+pub use server::{FORBIDDEN_SENTENCE, MCP_PATH, STAMP_KEY_PATH, UNAUTHORIZED_SENTENCE};
+pub use sessions::{AuthError, UNBOUND_SESSION_WAIT};
 
 use custom::CustomServer;
 
@@ -60,6 +68,8 @@ pub enum GatewayError {
     Listen(std::io::Error),
     #[error("Hearth could not write the gateway's secret file: {0}")]
     SecretFile(std::io::Error),
+    #[error("Hearth could not write the runtime plugin of its gateway: {0}")]
+    PluginFile(std::io::Error),
 }
 
 pub struct GatewayOptions {
@@ -67,11 +77,13 @@ pub struct GatewayOptions {
     /// Runtime family served (custom servers are started only if assigned to it).
     pub runtime_family: String,
     pub limits: GatewayLimits,
+    /// The processes served (the runtimes); by default Hearth's own process only.
+    pub callers: AllowedCallers,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { knowledge: None, runtime_family: "opencode".into(), limits: GatewayLimits::default() }
+        Self { knowledge: None, runtime_family: "opencode".into(), limits: GatewayLimits::default(), callers: AllowedCallers::default() }
     }
 }
 
@@ -88,7 +100,7 @@ impl Gateway {
     pub async fn start(options: GatewayOptions) -> Result<Gateway, GatewayError> {
         let core = Arc::new(core::Core::new(options.knowledge, options.limits));
         let secret = grants::random_text(GATEWAY_SECRET_BYTES);
-        let http = server::serve(core.clone(), &secret).await.map_err(GatewayError::Listen)?;
+        let http = server::serve(core.clone(), &secret, options.callers, core.stamp_key.clone()).await.map_err(GatewayError::Listen)?;
         Ok(Gateway { core, addr: http.addr, http: tokio::sync::Mutex::new(Some(http)), secret, runtime_family: options.runtime_family, statuses_off: Mutex::default() })
     }
 
@@ -111,19 +123,43 @@ impl Gateway {
     /// as `{file:…}`, so it appears neither in the config text nor in the runtime's environment
     /// (which local MCP children inherit).
     pub fn mcp_entry_with_secret_file(&self, dir: &Path) -> Result<Value, GatewayError> {
-        std::fs::create_dir_all(dir).map_err(GatewayError::SecretFile)?;
-        let path = dir.join(SECRET_FILE_NAME);
-        write_private(&path, self.secret.as_bytes()).map_err(GatewayError::SecretFile)?;
+        let path = self.write_secret_file(dir)?;
         Ok(json!({ "type": "remote", "url": self.url(), "headers": { "authorization": format!("Bearer {{file:{}}}", path.display()) }, "oauth": false }))
     }
 
+    fn write_secret_file(&self, dir: &Path) -> Result<std::path::PathBuf, GatewayError> {
+        std::fs::create_dir_all(dir).map_err(GatewayError::SecretFile)?;
+        let path = dir.join(SECRET_FILE_NAME);
+        write_private(&path, self.secret.as_bytes()).map_err(GatewayError::SecretFile)?;
+        Ok(path)
+    }
+
+    /// Write the runtime plugin that stamps this gateway's calls into `dir` (with the secret file
+    /// it reads) and return its path, for `RuntimeConfig.plugins` as [`plugin_url`].
+    pub fn write_plugin(&self, dir: &Path) -> Result<std::path::PathBuf, GatewayError> {
+        let secret_file = self.write_secret_file(dir)?;
+        let key_url = format!("http://{}{STAMP_KEY_PATH}", self.addr);
+        plugin::write_plugin(dir, &key_url, &secret_file).map_err(GatewayError::PluginFile)
+    }
+
+    /// The stamp the plugin writes under [`SESSION_ARG`] for a call made in `session_id`. For a
+    /// caller that speaks MCP to the gateway itself (tests, benchmarks); never log it.
+    pub fn stamp(&self, session_id: &str) -> String {
+        self.core.stamp(session_id)
+    }
+
     /// Issue the capability token for one request. Grant before the run, end with
-    /// [`Gateway::request_ended`].
-    pub fn grant(&self, request_id: &str, scope: GrantScope) -> CapabilityToken {
+    /// [`Gateway::request_ended`]. Refused when too many grants are alive.
+    pub fn grant(&self, request_id: &str, scope: GrantScope) -> Result<CapabilityToken, GrantError> {
         let servers = scope.custom_servers.clone();
-        let token = self.core.grants.grant(request_id, scope);
+        let token = self.core.grants.grant(request_id, scope)?;
         self.core.freeze(request_id, &servers);
-        token
+        Ok(token)
+    }
+
+    /// Grants alive now (diagnostics, tests).
+    pub fn live_grants(&self) -> usize {
+        self.core.grants.live_count()
     }
 
     /// Tie a native session to the request now running on it. `token` must be the one granted
@@ -131,6 +167,12 @@ impl Gateway {
     /// session serves one request at a time, so binding again moves it to the new request.
     pub fn bind_session(&self, session_id: &str, request_id: &str, token: &CapabilityToken) -> Result<(), AuthError> {
         self.core.sessions.bind(&self.core.grants, session_id, request_id, token)
+    }
+
+    /// `child` is a session the runtime created under `parent` (a `task` subagent) while
+    /// `request_id` runs on `parent`: the child's calls run under that request's grant.
+    pub fn bind_child(&self, request_id: &str, parent: &str, child: &str) -> Result<(), AuthError> {
+        self.core.sessions.bind_child(&self.core.grants, request_id, parent, child)
     }
 
     /// The request ended (done, failed or cancelled): revoke its token and unbind its sessions.

@@ -1,13 +1,17 @@
-//! The gateway's MCP endpoint: streamable HTTP (rmcp) on loopback, behind the gateway secret.
+//! The gateway's MCP endpoint: streamable HTTP (rmcp) on loopback, behind the gateway secret, for
+//! the runtime's own process only.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::serve::IncomingStream;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
 };
@@ -18,17 +22,23 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use super::callers::AllowedCallers;
 use super::core::Core;
 use super::grants::{constant_time_eq, token_tag};
+use crate::host::peer::Peer;
 
 /// Path of the MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
+/// Where the runtime's plugin fetches the key it stamps calls with (POST, same guard as MCP).
+pub const STAMP_KEY_PATH: &str = "/stamp-key";
 /// Largest request body accepted (tool arguments come from a model; they are small).
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// On dispose, how long open streams get to close before the server task is ended.
 pub const HTTP_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// The sentence sent with a 401.
 pub const UNAUTHORIZED_SENTENCE: &str = "Hearth's MCP gateway serves only the runtime Hearth started; this request did not carry its secret.";
+/// The sentence sent with a 403: the secret was right, the process was not.
+pub const FORBIDDEN_SENTENCE: &str = "Hearth's MCP gateway serves only the runtime process Hearth started; this connection came from another process (a tool the agent ran is not the runtime), so it was refused.";
 
 /// One MCP session's handler; all share the gateway's core.
 #[derive(Clone)]
@@ -68,8 +78,30 @@ impl HttpServer {
     }
 }
 
-/// Listen on 127.0.0.1 (a free port) and serve the core behind `secret`.
-pub(super) async fn serve(core: Arc<Core>, secret: &str) -> std::io::Result<HttpServer> {
+/// What every request must pass: the gateway secret, from a connection the runtime holds.
+struct Guard {
+    secret_hash: [u8; 32],
+    callers: AllowedCallers,
+    addr: SocketAddr,
+}
+
+/// One accepted connection: its client address, and the process found holding it (looked up on
+/// the connection's first request, then kept: a socket does not change hands by itself).
+#[derive(Clone)]
+struct Connection {
+    client: SocketAddr,
+    verified: Arc<OnceLock<u32>>,
+}
+
+impl Connected<IncomingStream<'_, tokio::net::TcpListener>> for Connection {
+    fn connect_info(stream: IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Connection { client: *stream.remote_addr(), verified: Arc::default() }
+    }
+}
+
+/// Listen on 127.0.0.1 (a free port) and serve the core behind `secret`, to `callers` only. The
+/// plugin in the runtime fetches `stamp_key` from [`STAMP_KEY_PATH`].
+pub(super) async fn serve(core: Arc<Core>, secret: &str, callers: AllowedCallers, stamp_key: String) -> std::io::Result<HttpServer> {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
@@ -81,13 +113,15 @@ pub(super) async fn serve(core: Arc<Core>, secret: &str) -> std::io::Result<Http
         .with_legacy_session_mode(false)
         .with_json_response(true);
     let service = StreamableHttpService::new(move || Ok(Handler { core: core.clone() }), Arc::new(LocalSessionManager::default()), config);
-    let expected: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+    let guard = Arc::new(Guard { secret_hash: Sha256::digest(secret.as_bytes()).into(), callers, addr });
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
-        .layer(middleware::from_fn(move |request: Request, next: Next| async move { authorize(expected, request, next).await }));
+        .route(STAMP_KEY_PATH, post(move || async move { stamp_key }))
+        .layer(middleware::from_fn_with_state(guard, authorize));
     let shutdown = cancel.clone();
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
+        let served = axum::serve(listener, app.into_make_service_with_connect_info::<Connection>()).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(e) = served.await {
             tracing::error!(error = %e, "gateway HTTP server stopped");
         }
     });
@@ -95,18 +129,42 @@ pub(super) async fn serve(core: Arc<Core>, secret: &str) -> std::io::Result<Http
     Ok(HttpServer { addr, cancel, task })
 }
 
-/// 401 unless `Authorization: Bearer <secret>` (compared as hashes, in constant time).
-async fn authorize(expected: [u8; 32], request: Request, next: Next) -> Response {
+/// 401 unless `Authorization: Bearer <secret>` (compared as hashes, in constant time); 403 unless
+/// the connection's client socket is held by an allowed process.
+async fn authorize(State(guard): State<Arc<Guard>>, ConnectInfo(connection): ConnectInfo<Connection>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| v[7..].trim()));
     match presented {
-        Some(secret) if constant_time_eq(&Sha256::digest(secret.as_bytes()), &expected) => next.run(request).await,
+        Some(secret) if constant_time_eq(&Sha256::digest(secret.as_bytes()), &guard.secret_hash) => {}
         other => {
             tracing::warn!(presented = %other.map(token_tag).unwrap_or_else(|| "none".into()), "gateway request without its secret refused");
-            (StatusCode::UNAUTHORIZED, UNAUTHORIZED_SENTENCE).into_response()
+            return (StatusCode::UNAUTHORIZED, UNAUTHORIZED_SENTENCE).into_response();
         }
     }
+    if connection.verified.get().is_none() {
+        let (client, addr, callers) = (connection.client, guard.addr, guard.callers.clone());
+        let found = tokio::task::spawn_blocking(move || callers.identify(client, addr)).await;
+        match found {
+            Ok(Ok(Peer::Allowed { pid })) => {
+                tracing::debug!(%client, pid, "gateway connection from the runtime's process");
+                let _ = connection.verified.set(pid);
+            }
+            Ok(Ok(other)) => {
+                tracing::warn!(%client, peer = ?other, "gateway request from a process other than the runtime refused");
+                return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%client, error = %e, "gateway request refused: its process could not be checked");
+                return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
+            }
+            Err(e) => {
+                tracing::warn!(%client, error = %e, "gateway request refused: the process check stopped");
+                return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
+            }
+        }
+    }
+    next.run(request).await
 }
