@@ -186,6 +186,9 @@ impl Watch<'_> {
         let settled = self.tracker.on_idle();
         tracing::debug!(?settled, "the turn's session went idle");
         match settled {
+            // A finished turn with no text at all is read back from the store before it is
+            // believed: a reply is never "done" with text the runtime did not keep.
+            Settled::Over(Ok(())) if self.tracker.text().is_empty() => self.catch_up().await,
             Settled::Over(end) => Err(self.ended(end)),
             Settled::Running => Ok(()),
             Settled::Unknown => self.catch_up().await,

@@ -65,16 +65,20 @@ impl fmt::Debug for HoldRule {
     }
 }
 
+/// A hold's release generation that means "released for good".
+const RELEASED_FOR_GOOD: u64 = u64::MAX;
+
 /// One hold, shared by its handle and the server.
 pub(super) struct Hold {
     rule: HoldRule,
-    released: watch::Sender<bool>,
+    /// Bumped to let the requests held now through; [`RELEASED_FOR_GOOD`] lets every one through.
+    released: watch::Sender<u64>,
     held: watch::Sender<usize>,
 }
 
 impl Hold {
     fn is_released(&self) -> bool {
-        *self.released.borrow()
+        *self.released.borrow() == RELEASED_FOR_GOOD
     }
 
     /// Wait while this hold catches `request`. Returns false if `stop` fired first. The count of held
@@ -90,12 +94,13 @@ impl Hold {
                 self.0.send_modify(|n| *n -= 1);
             }
         }
+        let mut released = self.released.subscribe();
+        let generation = *released.borrow_and_update();
         self.held.send_modify(|n| *n += 1);
         let _counted = Counted(&self.held);
         tracing::debug!(seq = request.seq, session = ?request.session_id.as_deref().map(crate::host::logging::log_tag), "scripted model request held");
-        let mut released = self.released.subscribe();
         tokio::select! {
-            _ = released.wait_for(|r| *r) => true,
+            _ = released.wait_for(|g| *g > generation) => true,
             _ = stop.cancelled() => false,
         }
     }
@@ -107,7 +112,7 @@ pub(super) struct Holds(Mutex<Vec<Arc<Hold>>>);
 
 impl Holds {
     pub(super) fn add(self: &Arc<Self>, rule: HoldRule) -> HoldHandle {
-        let hold = Arc::new(Hold { rule, released: watch::channel(false).0, held: watch::channel(0).0 });
+        let hold = Arc::new(Hold { rule, released: watch::channel(0).0, held: watch::channel(0).0 });
         self.lock().push(hold.clone());
         HoldHandle { hold, holds: self.clone() }
     }
@@ -137,8 +142,17 @@ pub struct HoldHandle {
 impl HoldHandle {
     /// Let every held request through, and every later matching one.
     pub fn release(&self) {
-        self.hold.released.send_replace(true);
+        self.hold.released.send_replace(RELEASED_FOR_GOOD);
         self.holds.remove(&self.hold);
+    }
+
+    /// Let the requests held now through; later matching requests are held again.
+    pub fn release_held(&self) {
+        self.hold.released.send_modify(|g| {
+            if *g != RELEASED_FOR_GOOD {
+                *g += 1;
+            }
+        });
     }
 
     /// Requests waiting on this hold now.
@@ -208,6 +222,26 @@ mod tests {
         assert!(waiter.await.unwrap());
         assert_eq!(handle.held_count(), 0);
         assert!(holds.active().is_empty());
+    }
+
+    #[tokio::test]
+    async fn releasing_the_held_lets_those_through_and_holds_the_next() {
+        let holds = Arc::new(Holds::default());
+        let handle = holds.add(HoldRule::any());
+        let stop = CancellationToken::new();
+        let wait = |holds: &Arc<Holds>| {
+            let (hold, request, stop) = (holds.active()[0].clone(), observed(agent_body("hi"), "s"), stop.clone());
+            tokio::spawn(async move { hold.wait(&request, &stop).await })
+        };
+        let first = wait(&holds);
+        assert!(handle.wait_until_held(1, Duration::from_secs(2)).await);
+        handle.release_held();
+        assert!(first.await.unwrap());
+        let second = wait(&holds);
+        assert!(handle.wait_until_held(1, Duration::from_secs(2)).await, "a later request is held again");
+        assert!(!second.is_finished());
+        handle.release();
+        assert!(second.await.unwrap());
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ mod wire;
 pub use hold::{HoldHandle, HoldRule};
 pub use record::{MAX_RECORDED_BODY_BYTES, MAX_RECORDED_REQUESTS};
 pub use request::{classify, ObservedRequest, RequestKind};
-pub use script::{default_reply, find_marker, read_request, skill_request, Reply, Script, MAX_ECHO_CHARS, MAX_TITLE_CHARS, SUMMARY_PREFIX};
+pub use script::{default_reply, find_marker, read_request, skill_request, Gate, Reply, Script, MAX_ECHO_CHARS, MAX_TITLE_CHARS, SUMMARY_PREFIX};
 pub use server::{ModelServerError, ScriptedModelServer, BLOCKING_PARSE_BYTES, MAX_REQUEST_BODY_BYTES, MODEL_ID, SHUTDOWN_GRACE};
 pub use wire::{MAX_ARGUMENT_DELTAS, MAX_TEXT_DELTAS};
 

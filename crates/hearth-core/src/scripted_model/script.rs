@@ -24,8 +24,42 @@ pub enum Reply {
     ToolCall { name: String, arguments: serde_json::Value },
     /// A bare HTTP status, as a failing provider would send (body sent as is).
     Status { code: u16, body: String },
+    /// Assistant text streamed in two halves, the second only once `gate` opens: a reply caught in
+    /// the middle of its text.
+    PausedText { before: String, after: String, gate: Gate },
     /// Close the connection without answering.
     Drop,
+}
+
+/// Opened once by a test; a paused reply waits for it.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub async fn opened(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Reply {

@@ -274,6 +274,21 @@ async fn chat_completions(
             Message::ToolCall { id: format!("call_{}", request.seq), name, arguments: arguments.to_string() }
         }
         Reply::Status { code, body } => return status_reply(code, body),
+        Reply::PausedText { before, after, gate } => {
+            let events = wire::text_events(&request, &[&before, &after], MODEL_ID);
+            // The first delta, then the rest once the gate opens.
+            let (first, rest) = events.split_at(1);
+            let (first, rest) = (first.to_vec(), rest.to_vec());
+            use futures::StreamExt as _;
+            let stream = futures::stream::iter(first)
+                .chain(futures::stream::once(async move {
+                    gate.opened().await;
+                    futures::stream::iter(rest)
+                })
+                .flatten())
+                .map(|event| Ok::<_, Infallible>(Bytes::from(event)));
+            return ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(stream)).into_response();
+        }
         Reply::Drop => {
             connection.0.cancel();
             // The connection task drops this future along with the connection.

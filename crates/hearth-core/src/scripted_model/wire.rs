@@ -80,11 +80,24 @@ fn split(text: &str, pieces: usize) -> Vec<&str> {
 
 /// The SSE events of a streamed completion, each a full `data: …\n\n` line, ending with `[DONE]`.
 pub fn stream_events(request: &ObservedRequest, message: &Message, default_model: &str) -> Vec<String> {
+    let pieces = match message {
+        Message::Text(text) => split(text, MAX_TEXT_DELTAS),
+        Message::ToolCall { .. } => Vec::new(),
+    };
+    events_with_pieces(request, message, &pieces, default_model)
+}
+
+/// The SSE events of a text streamed as exactly these `pieces` (one content delta each).
+pub fn text_events(request: &ObservedRequest, pieces: &[&str], default_model: &str) -> Vec<String> {
+    events_with_pieces(request, &Message::Text(pieces.concat()), pieces, default_model)
+}
+
+fn events_with_pieces(request: &ObservedRequest, message: &Message, pieces: &[&str], default_model: &str) -> Vec<String> {
     let envelope = Envelope::new(request, default_model);
     let mut chunks = Vec::new();
     match message {
-        Message::Text(text) => {
-            for (i, piece) in split(text, MAX_TEXT_DELTAS).into_iter().enumerate() {
+        Message::Text(_) => {
+            for (i, piece) in pieces.iter().enumerate() {
                 let delta = if i == 0 { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
                 chunks.push(envelope.chunk(delta, None));
             }

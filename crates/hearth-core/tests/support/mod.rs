@@ -2,6 +2,8 @@
 //! self-test, the benches and these tests all use), and the rule for a missing runtime.
 #![allow(dead_code, unused_imports)]
 
+pub mod proxy;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -99,6 +101,11 @@ impl Recorder {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Where the app finds the runtime in the tests: the checkout's `node_modules`.
+pub fn app_locate_inputs() -> LocateInputs {
+    LocateInputs { anchors: vec![workspace_root()], ..Default::default() }
 }
 
 /// The app's options for a data folder, finding the runtime as `opencode` says.
