@@ -1,6 +1,6 @@
 use hearth_core::app::StagedAttachment;
 use hearth_core::runtime::{CompactOutcome, PermissionReply, WorkMode};
-use hearth_core::store::Message;
+use hearth_core::store::{Conversation, Message};
 use tauri::State;
 
 use super::CommandError;
@@ -50,4 +50,34 @@ pub async fn set_work_mode(state: State<'_, AppState>, conversation_id: String, 
 #[specta::specta]
 pub async fn set_conversation_profile(state: State<'_, AppState>, conversation_id: String, profile_id: Option<String>) -> R<()> {
     Ok(state.hearth.set_conversation_profile(conversation_id, profile_id).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn list_conversations(state: State<'_, AppState>, project_id: String) -> R<Vec<Conversation>> {
+    Ok(state.hearth.list_conversations(project_id).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn create_conversation(state: State<'_, AppState>, project_id: String, title: String) -> R<Conversation> {
+    Ok(state.hearth.create_conversation(project_id, title).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn rename_conversation(state: State<'_, AppState>, id: String, title: String) -> R<()> {
+    Ok(state.hearth.rename_conversation(id, title).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn delete_conversation(state: State<'_, AppState>, id: String) -> R<()> {
+    Ok(state.hearth.delete_conversation(&id).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn list_messages(state: State<'_, AppState>, conversation_id: String) -> R<Vec<Message>> {
+    Ok(state.hearth.list_messages(conversation_id).await?)
 }

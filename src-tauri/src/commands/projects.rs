@@ -1,4 +1,4 @@
-use hearth_core::store::{Conversation, Message, Project};
+use hearth_core::store::Project;
 use tauri::State;
 
 use super::CommandError;
@@ -31,34 +31,4 @@ pub async fn remove_project(state: State<'_, AppState>, id: String) -> R<()> {
 #[specta::specta]
 pub async fn open_project(state: State<'_, AppState>, id: String) -> R<()> {
     Ok(state.hearth.open_project(&id).await?)
-}
-
-#[tauri::command]
-#[specta::specta]
-pub async fn list_conversations(state: State<'_, AppState>, project_id: String) -> R<Vec<Conversation>> {
-    Ok(state.hearth.list_conversations(project_id).await?)
-}
-
-#[tauri::command]
-#[specta::specta]
-pub async fn create_conversation(state: State<'_, AppState>, project_id: String, title: String) -> R<Conversation> {
-    Ok(state.hearth.create_conversation(project_id, title).await?)
-}
-
-#[tauri::command]
-#[specta::specta]
-pub async fn rename_conversation(state: State<'_, AppState>, id: String, title: String) -> R<()> {
-    Ok(state.hearth.rename_conversation(id, title).await?)
-}
-
-#[tauri::command]
-#[specta::specta]
-pub async fn delete_conversation(state: State<'_, AppState>, id: String) -> R<()> {
-    Ok(state.hearth.delete_conversation(&id).await?)
-}
-
-#[tauri::command]
-#[specta::specta]
-pub async fn list_messages(state: State<'_, AppState>, conversation_id: String) -> R<Vec<Message>> {
-    Ok(state.hearth.list_messages(conversation_id).await?)
 }

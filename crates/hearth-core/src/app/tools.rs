@@ -5,11 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
-use crate::toolbox::gateway::{
-    self, AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, KnowledgeAccess, KnowledgeDoc, KnowledgeHit,
-    RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME,
-};
-use crate::knowledge::{DocumentId, KnowledgeService, Library, LibraryId, SearchHit};
+use crate::knowledge::{KnowledgeService, Library, LibraryId, SearchHit};
+use crate::toolbox::gateway::{self, AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME};
+use crate::toolbox::knowledge_bridge::KnowledgeBridge;
 use crate::opencode::config::RuntimeConfig;
 use crate::opencode::FAMILY as OPENCODE_FAMILY;
 use crate::toolbox::skills::{self, SkillStager};
@@ -17,29 +15,6 @@ use crate::store::{McpServer, McpServerInput, Store};
 
 /// Search hits shown in the knowledge view.
 pub const UI_SEARCH_LIMIT: usize = 20;
-
-/// The knowledge service as the gateway sees it (library ids as text).
-pub struct KnowledgeBridge(pub Arc<KnowledgeService>);
-
-fn library_ids(ids: &[String]) -> Vec<LibraryId> {
-    ids.iter().filter_map(|s| s.parse().ok()).map(LibraryId).collect()
-}
-
-impl KnowledgeAccess for KnowledgeBridge {
-    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, String> {
-        let hits = self.0.search(&library_ids(libraries), query, limit).map_err(|e| e.to_string())?;
-        Ok(hits
-            .into_iter()
-            .map(|h| KnowledgeHit { library: h.library_id.0.to_string(), document_id: h.document_id.0.to_string(), title: h.path, snippet: h.snippet, score: h.score })
-            .collect())
-    }
-
-    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, String> {
-        let id = document_id.parse().map(DocumentId).map_err(|_| format!("`{document_id}` is not a document id from knowledge_search."))?;
-        let d = self.0.read_document(&library_ids(libraries), id, max_bytes).map_err(|e| e.to_string())?;
-        Ok(KnowledgeDoc { library: d.library_id.0.to_string(), document_id: d.id.0.to_string(), title: d.path, text: d.text, truncated: d.truncated })
-    }
-}
 
 /// The parts behind the runtime's extra tools.
 pub struct Tools {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-/// Corpus sizes the check accepts, in MiB (CodeNomad's script accepts the same).
+/// Corpus sizes the check accepts, in MiB: none, then small, medium and large contexts.
 pub const ALLOWED_CORPUS_MIB: [u32; 4] = [0, 2, 8, 32];
 /// Bytes of one corpus item (one stored message), canary line included.
 pub const CORPUS_ITEM_BYTES: usize = 256 * 1024;

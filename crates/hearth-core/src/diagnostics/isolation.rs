@@ -1,7 +1,7 @@
-//! The isolation check (CodeNomad's `test-compaction-isolation-native.mjs`, adapted to OpenCode
-//! 1.18): one conversation's compaction is held at the scripted model server while the runtime, a
-//! second conversation of the same project and an outline keep answering; then the compaction
-//! completes, and the recorded request proves the whole context corpus reached the model.
+//! The isolation check: one conversation's compaction is held at the scripted model server while
+//! the runtime, a second conversation of the same project and an outline keep answering; then the
+//! compaction completes, and the recorded request proves the whole context corpus reached the
+//! model. It proves a long compaction in one conversation never starves another.
 //!
 //! This file: options, the sandboxed setup and the cleanup that always runs. The phases are in
 //! `isolation_steps.rs`.

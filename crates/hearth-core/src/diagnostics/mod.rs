@@ -55,7 +55,7 @@ impl Figure {
     }
 
     /// min/median/max of `values`; `None` when there are none. The median of an even count is the
-    /// upper middle value (as CodeNomad's script reports it).
+    /// upper middle value.
     pub fn distribution(name: impl Into<String>, unit: impl Into<String>, values: &[f64]) -> Option<Self> {
         if values.is_empty() {
             return None;

@@ -1,6 +1,5 @@
-//! The reuse check (goodbuddy's runtime-reuse seed as a product feature): N projects in a sandbox,
-//! 2 conversations each, 2 concurrent waves through the app's own manager → registry → one shared
-//! runtime. Proves one launch, one process-owning runtime behind every facade, distinct native
+//! The reuse check: N projects in a sandbox, 2 conversations each, 2 concurrent waves through the
+//! app's own manager → registry → one shared runtime. Proves one launch, one process-owning runtime behind every facade, distinct native
 //! sessions, continuation, each run reading its own project's marker with the runtime's `read` tool
 //! and compaction; with 2 projects also per-request images, the skill and 8 MCP calls through the
 //! gateway, each under its own request's grant.
@@ -301,8 +300,8 @@ pub fn marker(i: usize) -> String {
     format!("PROJECT_{i}")
 }
 
-/// goodbuddy's full seed: read the marker, load the skill, call the fixture MCP server through the
-/// gateway with seed = the request id, then answer the marker. Other requests get the default.
+/// The full seed: read the marker, load the skill, call the fixture MCP server through the gateway
+/// with seed = the request id, then answer the marker. Other requests get the default.
 fn seed_script(capability_results: Arc<Mutex<Vec<String>>>) -> Script {
     Script::custom(move |r| {
         if r.kind != RequestKind::Agent || !r.has_tool("read") {

@@ -40,10 +40,8 @@ impl Sandbox {
 
     /// Bytes free on the sandbox's file system, if the system says.
     pub fn free_bytes(&self) -> Option<u64> {
-        let c = std::ffi::CString::new(self.path().as_os_str().as_encoded_bytes()).ok()?;
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `c` is a valid C string and `st` a valid out-pointer.
-        (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+        let st = nix::sys::statvfs::statvfs(self.path()).ok()?;
+        Some(u64::from(st.blocks_available()) * st.fragment_size())
     }
 
     /// Is the disk under the sandbox full (a step's failure is then most likely that)?

@@ -18,6 +18,8 @@ pub const SUMMARIZE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest response body read from the runtime (a long session's message list).
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+/// Title of the throw-away session that warms a project (never shown: it is deleted at once).
+const WARM_UP_TITLE: &str = "Hearth warm-up";
 /// Bytes of a refusal's body quoted in an error.
 const QUOTED_BODY_BYTES: usize = 500;
 
@@ -194,7 +196,7 @@ impl Client {
     /// Make the runtime create the directory's instance now, and start what its first prompt would
     /// otherwise start lazily: MCP connections, the tool registry, skills, commands, providers and
     /// the file watcher. Cheap GETs; only a real model call warms the rest (the provider SDK).
-    pub async fn warm(&self, directory: &str) -> Result<(), ApiError> {
+    pub async fn warm(&self, directory: &str, model: Option<(&str, &str)>) -> Result<(), ApiError> {
         let get = |route: &'static str| async move { self.send_as::<Value>(route, self.request(reqwest::Method::GET, route, Some(directory))).await.map(drop) };
         // The instance first (config, plugins, skills), so the others do not race to create it.
         get("/agent").await?;
@@ -202,9 +204,36 @@ impl Client {
             let rb = self.request(reqwest::Method::GET, "/file", Some(directory)).query(&[("path", ".")]);
             self.send_as::<Value>("/file", rb).await.map(drop)
         };
-        let (mcp, tools, skills, commands, providers, files) =
-            tokio::join!(get("/mcp"), get("/experimental/tool/ids"), get("/skill"), get("/command"), get("/config/providers"), file);
-        mcp.and(tools).and(skills).and(commands).and(providers).and(files)
+        // The tool definitions the first prompt's model is offered.
+        let definitions = async {
+            let Some((provider, model)) = model else { return Ok(()) };
+            let rb = self.request(reqwest::Method::GET, "/experimental/tool", Some(directory)).query(&[("provider", provider), ("model", model)]);
+            self.send_as::<Value>("/experimental/tool", rb).await.map(drop)
+        };
+        let (mcp, tools, skills, commands, providers, files, defs, vcs, path) = tokio::join!(
+            get("/mcp"),
+            get("/experimental/tool/ids"),
+            get("/skill"),
+            get("/command"),
+            get("/config/providers"),
+            file,
+            definitions,
+            get("/vcs"),
+            get("/path")
+        );
+        mcp.and(tools).and(skills).and(commands).and(providers).and(files).and(defs).and(vcs).and(path)?;
+        // A prompt's own first steps in the directory (its session and stored message), without a
+        // model call: a throw-away session takes a message that asks for no reply, then goes.
+        let session = self.create_session(directory, WARM_UP_TITLE, &json!([])).await?;
+        let route = format!("/session/{session}/message");
+        let mut body = json!({ "noReply": true, "agent": super::prompt::AGENT, "parts": [{ "type": "text", "text": WARM_UP_TITLE }] });
+        if let Some((provider, model)) = model {
+            body["model"] = json!({ "providerID": provider, "modelID": model });
+        }
+        let stored = self.send_as::<Value>(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(&body)).await.map(drop);
+        let route = format!("/session/{session}");
+        let deleted = self.send_as::<Value>(&route, self.request(reqwest::Method::DELETE, &route, Some(directory))).await.map(drop);
+        stored.and(deleted)
     }
 }
 

@@ -127,7 +127,10 @@ impl AgentRuntime for OpenCodeRuntime {
 
     async fn warm(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
         let live = self.live().await?;
-        live.client.warm(space.root_str()).await?;
+        let profile = self.config().resolve_profile(None).ok();
+        let provider = profile.map(|p| p.provider_id());
+        let model = profile.zip(provider.as_deref()).map(|(p, provider)| (provider, p.model.as_str()));
+        live.client.warm(space.root_str(), model).await?;
         self.0.sessions.instance_opened(space.root_str());
         Ok(())
     }

@@ -165,7 +165,7 @@ impl Core {
             let out = tokio::task::spawn_blocking(move || knowledge::call(access.as_ref(), &libraries, &name, &args)).await;
             return match out {
                 Ok(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(truncate_with_notice(&text, max))]),
-                Ok(Err(sentence)) => refusal(sentence),
+                Ok(Err(refused)) => refusal(refused.to_string()),
                 Err(_) => refusal("The knowledge search failed inside Hearth."),
             };
         }

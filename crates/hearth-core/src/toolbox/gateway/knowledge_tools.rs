@@ -15,10 +15,32 @@ pub const READ_TOOL: &str = "knowledge_read";
 pub const DEFAULT_SEARCH_HITS: usize = 8;
 /// Most hits one search returns.
 pub const MAX_SEARCH_HITS: usize = 25;
-/// Largest document text one read returns, in bytes.
-pub const MAX_READ_BYTES: usize = 64 * 1024;
-/// Longest query accepted, in bytes.
-pub const MAX_QUERY_BYTES: usize = 1024;
+/// Most of a document's text one `knowledge_read` hands the model, in bytes (the knowledge base
+/// itself reads documents up to `knowledge::MAX_READ_BYTES`).
+pub const MODEL_READ_BYTES: usize = 64 * 1024;
+
+use crate::knowledge::MAX_QUERY_BYTES;
+
+/// Why a knowledge tool call was refused; its Display is the sentence the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeRefusal {
+    #[error("No knowledge library is attached to this conversation, so there is nothing to search or read. Ask the user to attach a library.")]
+    NoLibrary,
+    #[error("knowledge_search needs a non-empty `query`.")]
+    EmptyQuery,
+    #[error("The query is too long; keep it under {MAX_QUERY_BYTES} bytes.")]
+    QueryTooLong,
+    #[error("knowledge_read needs a `document_id` from knowledge_search.")]
+    NoDocumentId,
+    #[error("`{0}` is not a document id from knowledge_search.")]
+    BadDocumentId(String),
+    #[error("No document {0} in the libraries attached to this conversation.")]
+    NoSuchDocument(String),
+    #[error("There is no knowledge tool named {0}.")]
+    UnknownTool(String),
+    #[error(transparent)]
+    Knowledge(#[from] crate::knowledge::KnowledgeError),
+}
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct KnowledgeHit {
@@ -42,8 +64,8 @@ pub struct KnowledgeDoc {
 /// What the gateway needs from the knowledge service. Implementations must never return data from
 /// a library outside `libraries`; errors are sentences for the model.
 pub trait KnowledgeAccess: Send + Sync {
-    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, String>;
-    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, String>;
+    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, KnowledgeRefusal>;
+    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, KnowledgeRefusal>;
 }
 
 /// Tool definitions as JSON Schema objects: (name, description, input schema).
@@ -67,23 +89,19 @@ pub fn tool_definitions() -> Vec<(&'static str, &'static str, Value)> {
     ]
 }
 
-/// Refusal for a request whose grant names no library.
-pub const NO_LIBRARY_REFUSAL: &str =
-    "No knowledge library is attached to this conversation, so there is nothing to search or read. Ask the user to attach a library.";
-
 /// Run a knowledge tool for a grant's `libraries`; Ok = text for the model, Err = refusal sentence.
-pub fn call(access: &dyn KnowledgeAccess, libraries: &[String], tool: &str, args: &serde_json::Map<String, Value>) -> Result<String, String> {
+pub fn call(access: &dyn KnowledgeAccess, libraries: &[String], tool: &str, args: &serde_json::Map<String, Value>) -> Result<String, KnowledgeRefusal> {
     if libraries.is_empty() {
-        return Err(NO_LIBRARY_REFUSAL.into());
+        return Err(KnowledgeRefusal::NoLibrary);
     }
     match tool {
         SEARCH_TOOL => {
             let query = args.get("query").and_then(Value::as_str).map(str::trim).unwrap_or("");
             if query.is_empty() {
-                return Err("knowledge_search needs a non-empty `query`.".into());
+                return Err(KnowledgeRefusal::EmptyQuery);
             }
             if query.len() > MAX_QUERY_BYTES {
-                return Err(format!("The query is too long; keep it under {MAX_QUERY_BYTES} bytes."));
+                return Err(KnowledgeRefusal::QueryTooLong);
             }
             let limit = args.get("limit").and_then(Value::as_u64).map_or(DEFAULT_SEARCH_HITS, |n| n as usize).clamp(1, MAX_SEARCH_HITS);
             let hits = access.search(libraries, query, limit)?;
@@ -99,16 +117,16 @@ pub fn call(access: &dyn KnowledgeAccess, libraries: &[String], tool: &str, args
         READ_TOOL => {
             let id = args.get("document_id").and_then(Value::as_str).unwrap_or("").trim();
             if id.is_empty() {
-                return Err("knowledge_read needs a `document_id` from knowledge_search.".into());
+                return Err(KnowledgeRefusal::NoDocumentId);
             }
-            let doc = access.read(libraries, id, MAX_READ_BYTES)?;
+            let doc = access.read(libraries, id, MODEL_READ_BYTES)?;
             let mut out = format!("# {}\n(document_id: {}, library: {})\n\n{}", doc.title, doc.document_id, doc.library, doc.text);
             if doc.truncated {
-                out.push_str(&format!("\n\n[Hearth shows the first {MAX_READ_BYTES} bytes of this document.]"));
+                out.push_str(&format!("\n\n[Hearth shows the first {MODEL_READ_BYTES} bytes of this document.]"));
             }
             Ok(out)
         }
-        other => Err(format!("There is no knowledge tool named {other}.")),
+        other => Err(KnowledgeRefusal::UnknownTool(other.into())),
     }
 }
 
@@ -128,7 +146,7 @@ impl InMemoryKnowledge {
 }
 
 impl KnowledgeAccess for InMemoryKnowledge {
-    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, String> {
+    fn search(&self, libraries: &[String], query: &str, limit: usize) -> Result<Vec<KnowledgeHit>, KnowledgeRefusal> {
         let needle = query.to_lowercase();
         let all = self.libraries.lock().unwrap();
         let mut hits = Vec::new();
@@ -146,7 +164,7 @@ impl KnowledgeAccess for InMemoryKnowledge {
         Ok(hits)
     }
 
-    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, String> {
+    fn read(&self, libraries: &[String], document_id: &str, max_bytes: usize) -> Result<KnowledgeDoc, KnowledgeRefusal> {
         let all = self.libraries.lock().unwrap();
         for lib in libraries {
             if let Some((id, title, text)) = all.get(lib).into_iter().flatten().find(|d| d.0 == document_id) {
@@ -157,7 +175,7 @@ impl KnowledgeAccess for InMemoryKnowledge {
                 return Ok(KnowledgeDoc { library: lib.clone(), document_id: id.clone(), title: title.clone(), text: text[..cut].into(), truncated: cut < text.len() });
             }
         }
-        Err(format!("No document {document_id} in the libraries attached to this conversation."))
+        Err(KnowledgeRefusal::NoSuchDocument(document_id.into()))
     }
 }
 
@@ -184,13 +202,13 @@ mod tests {
         assert!(out.contains("Glossary") && !out.contains("Salaries"), "{out}");
         assert!(call(&kb, &libs, READ_TOOL, &args(json!({"document_id": "d1"}))).unwrap().contains("bends light"));
         let refused = call(&kb, &libs, READ_TOOL, &args(json!({"document_id": "d2"}))).unwrap_err();
-        assert!(refused.contains("No document d2"), "{refused}");
+        assert!(refused.to_string().contains("No document d2"), "{refused}");
     }
 
     #[test]
     fn no_library_means_a_refusal_not_data() {
         let e = call(&kb(), &[], SEARCH_TOOL, &args(json!({"query": "prism"}))).unwrap_err();
-        assert_eq!(e, NO_LIBRARY_REFUSAL);
+        assert!(matches!(e, KnowledgeRefusal::NoLibrary));
         assert!(call(&kb(), &["public".into()], SEARCH_TOOL, &args(json!({"query": " "}))).is_err());
     }
 }

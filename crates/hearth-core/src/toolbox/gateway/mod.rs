@@ -46,7 +46,7 @@ pub use callers::AllowedCallers;
 pub use custom::{CustomServerConfig, CustomServerStatus, ServerState, MAX_CUSTOM_SERVERS};
 pub use grants::{CapabilityToken, GrantError, GrantScope, DEFAULT_GRANT_TTL};
 pub use hooks::{GatewayRunHooks, RunGrant};
-pub use knowledge_tools::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit};
+pub use knowledge_tools::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, KnowledgeRefusal};
 pub use naming::GATEWAY_MCP_NAME;
 pub use plugin::{plugin_url, preseed_plugin_dependencies, SESSION_ARG};
 pub use record::ForwardedCall;
