@@ -23,7 +23,7 @@ use super::corpus::CorpusPlan;
 use super::kit::{self, FoundRuntime};
 use super::measure::Latencies;
 use super::sandbox::Sandbox;
-use super::{isolation_steps, CheckError, CheckReport, ProgressSink, ReportBuilder};
+use super::{isolation_steps, CheckError, PromptError, CheckReport, ProgressSink, ReportBuilder};
 
 pub const CHECK_NAME: &str = "isolation";
 /// The step ids progress is reported under, in order.
@@ -242,13 +242,13 @@ pub(crate) async fn run_prompt(
     conversation: &str,
     prompt: String,
     timeout: Duration,
-) -> Result<RunOk, String> {
+) -> Result<RunOk, PromptError> {
     let request = kit::run_request(conversation, &prompt, &space);
     let finished = kit::run_to_end(&*rt, request, CancellationToken::new(), timeout).await?;
     match finished.end {
         TurnEnd::Done { text, .. } => Ok(RunOk { text, took: finished.took }),
-        TurnEnd::Cancelled => Err("the run was cancelled".into()),
-        TurnEnd::Failed(f) => Err(f.message),
+        TurnEnd::Cancelled => Err(PromptError::Cancelled),
+        TurnEnd::Failed(f) => Err(PromptError::Failed(f.message)),
     }
 }
 
@@ -264,8 +264,8 @@ impl<T: Send + 'static> Task<T> {
         self.0.is_finished()
     }
 
-    pub async fn join(&mut self) -> Result<T, String> {
-        (&mut self.0).await.map_err(|e| format!("the task failed: {e}"))
+    pub async fn join(&mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
     }
 }
 

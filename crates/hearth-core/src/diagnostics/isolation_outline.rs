@@ -38,7 +38,7 @@ pub(crate) async fn seed_outline(ctx: &Ctx, b: &str, report: &mut ReportBuilder)
         .flat_map(|m| m["parts"].as_array().into_iter().flatten())
         .find(|p| serde_json::from_value::<Part>((*p).clone()).is_ok_and(|part| matches!(part, Part::Tool(t) if matches!(t.state, ToolState::Completed { .. }))))
         .cloned()
-        .ok_or_else(|| CheckError::Step("B's first turn stored no completed tool call to copy".into()))?;
+        .ok_or_else(|| CheckError::Missing("completed tool call in B's first turn to copy".into()))?;
     let permission = json!([{ "permission": "external_directory", "pattern": "*", "action": "deny" }]);
     let session =
         ctx.client.create_session(ctx.dir(), "Hearth self-test outline", &permission).await.map_err(runtime_err)?;
@@ -68,7 +68,7 @@ pub(crate) async fn seed_outline(ctx: &Ctx, b: &str, report: &mut ReportBuilder)
         .buffer_unordered(OUTLINE_SEED_CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await
-        .map_err(|e| CheckError::Step(format!("Storing a tool call in the outline conversation failed: {e}")))?;
+        .map_err(|e| CheckError::Store { what: "Storing a tool call in the outline conversation".into(), detail: e.to_string() })?;
     report.figure(Figure::value("outline conversation seed time", "ms", ms(started.elapsed())));
     Ok(session)
 }

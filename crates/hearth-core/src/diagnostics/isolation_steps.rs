@@ -16,7 +16,7 @@ use super::corpus::{list_some, CorpusScan};
 use super::isolation::{run_prompt, Ctx, RunOk, Sabotage, Task, CONVERSATION_A, CONVERSATION_B, MARKER};
 use super::isolation_outline::{outline, seed_outline};
 use super::measure::EventLog;
-use super::{ms, CheckError, Figure, ReportBuilder};
+use super::{ms, CheckError, Figure, PromptError, ReportBuilder};
 
 /// First prompt in a new project takes 3–10 s here, more on a loaded machine.
 pub const SEED_TURN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -49,17 +49,21 @@ pub(crate) fn runtime_err(e: impl std::fmt::Display) -> CheckError {
 struct Window {
     from: Instant,
     to: Instant,
-    result: Result<RunOk, String>,
+    result: Result<RunOk, PromptError>,
 }
 
 impl Window {
     /// A sentence about the outcome; `Err` when it failed or answered something else.
-    fn verdict(&self, what: &str) -> Result<String, String> {
-        match &self.result {
-            Ok(ok) if ok.text == MARKER => Ok(format!("{what}: answered {MARKER} in {:.0} ms", ms(ok.took))),
-            Ok(ok) => Err(format!("{what}: answered {:?} instead of {MARKER}", ok.text)),
-            Err(e) => Err(format!("{what} failed: {e}")),
-        }
+    fn verdict(&self, what: &str) -> Result<String, CheckError> {
+        verdict(what, &self.result)
+    }
+}
+
+fn verdict(what: &str, result: &Result<RunOk, PromptError>) -> Result<String, CheckError> {
+    match result {
+        Ok(ok) if ok.text == MARKER => Ok(format!("{what}: answered {MARKER} in {:.0} ms", ms(ok.took))),
+        Ok(ok) => Err(CheckError::WrongAnswer { what: what.into(), answered: ok.text.clone(), expected: MARKER }),
+        Err(e) => Err(CheckError::Prompt { what: what.into(), detail: e.to_string() }),
     }
 }
 
@@ -73,7 +77,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         tokio::time::sleep(PROBE_PAUSE).await;
     }
     let idle = prompt_b(ctx, "idle", "Read marker.txt while A is idle.").await;
-    idle.verdict("B's idle prompt").map_err(CheckError::Step)?;
+    idle.verdict("B's idle prompt")?;
 
     corpus(ctx, &a, report).await?;
     let outline_session = seed_outline(ctx, &b, report).await?;
@@ -122,9 +126,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     if !hold_a.wait_until_held(1, remaining).await {
         if compaction.is_finished() {
             let outcome = compaction.join().await.map(|(r, _)| r);
-            return Err(CheckError::Step(format!(
-                "A's compaction ended without reaching the model server: {outcome:?}"
-            )));
+            return Err(CheckError::CompactionNotSent(format!("{outcome:?}")));
         }
         return Err(CheckError::Timeout {
             what: "A's compaction request to reach the model server".into(),
@@ -136,7 +138,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         .requests_for_session(&a)
         .into_iter()
         .find(|r| r.kind == RequestKind::Compaction)
-        .ok_or_else(|| CheckError::Step("A's compaction request is held but was not recorded".into()))?;
+        .ok_or_else(|| CheckError::Missing("record of A's held compaction request".into()))?;
     let held_at = request.received_at;
     let assembly = held_at.saturating_duration_since(compaction_started);
     report.check(
@@ -207,7 +209,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     );
     let b_released = Instant::now();
     hold_b.release();
-    let both_result = b_task.join().await.and_then(|r| r);
+    let both_result = b_task.join().await.map_err(PromptError::from).and_then(|r| r);
     let both_done = Instant::now();
     // B's own hold is not B's latency: time it from its release.
     let both = Window {
@@ -224,7 +226,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
         both.verdict("B's prompt while both were held"),
     ];
     let still_held = a_held(&compaction);
-    let failures: Vec<&String> = verdicts.iter().filter_map(|v| v.as_ref().err()).collect();
+    let failures: Vec<String> = verdicts.iter().filter_map(|v| v.as_ref().err().map(|e| e.to_string())).collect();
     report.check(
         "B completed before A was released",
         failures.is_empty() && still_held,
@@ -260,7 +262,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     let summary = ctx.client.messages(ctx.dir(), &a).await.map(|m| has_summary(&m));
     let detail = match &finished {
         Err(_) => format!("the compaction did not finish within {} s of release", COMPACTION_FINISH_TIMEOUT.as_secs()),
-        Ok(Err(e)) => e.clone(),
+        Ok(Err(e)) => format!("the task running the compaction failed: {e}"),
         Ok(Ok((Err(e), _))) => format!("the compaction failed: {e}"),
         Ok(Ok((Ok(outcome), at))) => {
             report.figure(Figure::value(
@@ -318,14 +320,13 @@ async fn seed(ctx: &Ctx) -> Result<(String, String), CheckError> {
         run_prompt(ctx.rt.clone(), ctx.space.clone(), CONVERSATION_A, SEED_PROMPT_A.into(), SEED_TURN_TIMEOUT),
         run_prompt(ctx.rt.clone(), ctx.space.clone(), CONVERSATION_B, SEED_PROMPT_B.into(), SEED_TURN_TIMEOUT),
     );
-    for (name, r) in [("A", &ra), ("B", &rb)] {
-        let window = Window { from: Instant::now(), to: Instant::now(), result: r.clone() };
-        window.verdict(&format!("Seeding conversation {name}")).map_err(CheckError::Step)?;
+    for (name, r) in [("A", ra), ("B", rb)] {
+        verdict(&format!("Seeding conversation {name}"), &r)?;
     }
     let session = |c: &str| {
         ctx.runtime
             .native_session(c)
-            .ok_or_else(|| CheckError::Step(format!("conversation {c} has no native session after its first turn")))
+            .ok_or_else(|| CheckError::Missing(format!("native session for conversation {c} after its first turn")))
     };
     Ok((session(CONVERSATION_A)?, session(CONVERSATION_B)?))
 }
@@ -395,7 +396,7 @@ async fn corpus(ctx: &Ctx, a: &str, report: &mut ReportBuilder) -> Result<(), Ch
         ctx.lat
             .measure("corpus · store item", ctx.client.store_user_message(ctx.dir(), a, &plan.item(i)))
             .await
-            .map_err(|e| CheckError::Step(format!("Storing corpus item {i} in A failed: {e}")))?;
+            .map_err(|e| CheckError::Store { what: format!("Storing corpus item {i} in A"), detail: e.to_string() })?;
     }
     report.figure(Figure::value("corpus store time", "ms", ms(started.elapsed())));
     let messages = ctx.client.messages(ctx.dir(), a).await.map_err(runtime_err)?;

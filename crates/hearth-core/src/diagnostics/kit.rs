@@ -28,6 +28,21 @@ pub const SCRIPTED_PROFILE_ID: &str = "scripted";
 /// How often [`wait_until`] looks again.
 pub const WAIT_POLL: Duration = Duration::from_millis(20);
 
+/// Why the kit could not find the runtime or run a turn to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum KitError {
+    #[error("no temporary folder: {0}")]
+    NoTempDir(std::io::Error),
+    #[error(transparent)]
+    Runtime(#[from] locate::LocateError),
+    #[error(transparent)]
+    Ripgrep(#[from] ripgrep::RgError),
+    #[error("the run's stream ended without an end")]
+    NoEnd,
+    #[error("the run did not end within {} s", .0.as_secs())]
+    TimedOut(Duration),
+}
+
 /// The runtime binary and the folder holding `rg`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundRuntime {
@@ -43,15 +58,15 @@ pub fn workspace_root() -> PathBuf {
 /// Find the pinned runtime and `rg` as a developer machine has them: `HEARTH_OPENCODE_BIN` if set,
 /// else the checkout's `node_modules`; `rg` from `HEARTH_RG_BIN` or `PATH`. A sentence when either
 /// is missing.
-pub async fn locate_runtime() -> Result<FoundRuntime, String> {
-    let scratch = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
+pub async fn locate_runtime() -> Result<FoundRuntime, KitError> {
+    let scratch = tempfile::tempdir().map_err(KitError::NoTempDir)?;
     let env = ProbeEnv { scratch_home: scratch.path().into() };
     let inputs = LocateInputs { env_path: std::env::var_os(crate::opencode::BIN_ENV).filter(|v| !v.is_empty()).map(PathBuf::from), anchors: vec![workspace_root()], ..Default::default() };
     let rg_inputs = RgInputs::from_process(None, None);
     let (oc, rg) = tokio::join!(locate::locate(&inputs, &env), ripgrep::locate(&rg_inputs, &env));
-    let oc = oc.map_err(|e| e.to_string())?;
-    let rg = rg.map_err(|e| e.to_string())?;
-    let rg_dir = rg.path.parent().ok_or("rg has no parent folder")?.to_path_buf();
+    let (oc, rg) = (oc?, rg?);
+    // A located `rg` is an absolute file path, so it has a parent.
+    let rg_dir = rg.path.parent().unwrap_or(Path::new("/")).to_path_buf();
     Ok(FoundRuntime { binary: oc.path, rg_dir })
 }
 
@@ -137,7 +152,7 @@ impl Finished {
 }
 
 /// Run `request` to its end, or give up after `timeout` (dropping the stream cancels the run).
-pub async fn run_to_end(runtime: &dyn AgentRuntime, request: RunRequest, cancel: CancellationToken, timeout: Duration) -> Result<Finished, String> {
+pub async fn run_to_end(runtime: &dyn AgentRuntime, request: RunRequest, cancel: CancellationToken, timeout: Duration) -> Result<Finished, KitError> {
     let started = Instant::now();
     let mut stream = runtime.run(request, cancel);
     let mut events = Vec::new();
@@ -150,13 +165,13 @@ pub async fn run_to_end(runtime: &dyn AgentRuntime, request: RunRequest, cancel:
             }
             events.push(event);
         }
-        Err("the run's stream ended without an end".to_string())
+        Err(KitError::NoEnd)
     })
     .await;
     match collected {
         Ok(Ok(end)) => Ok(Finished { events, end, took: started.elapsed() }),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(format!("the run did not end within {} s", timeout.as_secs())),
+        Err(_) => Err(KitError::TimedOut(timeout)),
     }
 }
 

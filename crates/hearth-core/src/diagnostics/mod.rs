@@ -224,8 +224,21 @@ impl ReportBuilder {
     }
 }
 
+/// Why one prompt of a check did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error(transparent)]
+    Kit(#[from] kit::KitError),
+    #[error("the run was cancelled")]
+    Cancelled,
+    #[error("the runtime failed the turn: {0}")]
+    Failed(String),
+    #[error("the task running it failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Why a check stopped before its end.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error("The check was cancelled.")]
     Cancelled,
@@ -242,8 +255,23 @@ pub enum CheckError {
     /// A step failed while the sandbox's disk was full: the likely reason, said plainly.
     #[error("{step} The disk holding the sandbox is full ({free_kib} KiB free at {path}); free some space and run the self-test again.")]
     DiskFull { step: String, free_kib: u64, path: String },
-    #[error("{0}")]
-    Step(String),
+    #[error("{what} failed: {detail}")]
+    Prompt { what: String, detail: String },
+    #[error("{what}: answered {answered:?} instead of {expected}")]
+    WrongAnswer { what: String, answered: String, expected: &'static str },
+    /// Something a step produced (a session, a record, a tool call) is not there.
+    #[error("The check found no {0}.")]
+    Missing(String),
+    #[error("{what} failed: {detail}")]
+    Store { what: String, detail: String },
+    #[error("A's compaction ended without reaching the model server: {0}")]
+    CompactionNotSent(String),
+    #[error("The gateway could not start: {0}")]
+    GatewayStart(String),
+    #[error("The gateway refused a grant: {0}")]
+    GrantRefused(#[from] crate::toolbox::gateway::GrantError),
+    #[error("The fixture MCP server did not start in the gateway.")]
+    FixtureNotStarted,
 }
 
 /// Milliseconds as a float, for figures.

@@ -186,7 +186,7 @@ async fn setup_and_steps(
         // runtimes are made below, after the gateway whose hooks they take.
         let slot = manager_slot.clone();
         let callers = AllowedCallers::pids(move || slot.get().and_then(std::sync::Weak::upgrade).map(|m| m.pids()).unwrap_or_default());
-        let gateway = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.map_err(|e| CheckError::Step(format!("The gateway could not start: {e}")))?);
+        let gateway = Arc::new(Gateway::start(GatewayOptions { callers, ..Default::default() }).await.map_err(|e| CheckError::GatewayStart(e.to_string()))?);
         let hooks = GatewayRunHooks::new(gateway.clone());
         owned.hooks = Some(hooks.clone());
         gateway.set_custom_servers(vec![fixture_server(&opts.fixture_command)]).await;
@@ -199,7 +199,7 @@ async fn setup_and_steps(
             other => (false, format!("state {other:?}")),
         };
         if !report.check("Fixture MCP server ready in the gateway", ready, detail) {
-            return Err(CheckError::Step("The fixture MCP server did not start in the gateway.".into()));
+            return Err(CheckError::FixtureNotStarted);
         }
         let private = owned.sandbox.path().join("gateway");
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);

@@ -14,7 +14,7 @@ use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL, FORBIDDEN_
 
 use super::kit;
 use super::reuse::{marker, Ctx, CONVERSATIONS_PER_PROJECT, FIXTURE_SERVER_ID, RUN_TIMEOUT, SKILL_CANARY, WAVES};
-use super::{ms, CheckError, Figure, ReportBuilder};
+use super::{ms, CheckError, PromptError, Figure, ReportBuilder};
 
 /// Bound on the gateway's answer to the caller check.
 const CALLER_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -25,7 +25,7 @@ struct RunResult {
     conversation: String,
     request_id: String,
     /// `Err` says why the run did not finish.
-    outcome: Result<Finished, String>,
+    outcome: Result<Finished, PromptError>,
 }
 
 struct Finished {
@@ -65,7 +65,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
                             grant_tags.insert(request_id.clone(), grant.tag().to_string());
                             grants.push(grant);
                         }
-                        Err(e) => return Err(CheckError::Step(format!("The gateway refused a grant: {e}"))),
+                        Err(e) => return Err(e.into()),
                     }
                 }
                 // Images only in wave 1: wave 2 must not need them to continue.
@@ -168,9 +168,10 @@ async fn one_run(
                 tools: finished.tools().into_iter().map(|(tool, output, _)| (tool, output)).collect(),
                 took: finished.took,
             }),
-            other => Err(format!("{other:?}")),
+            TurnEnd::Cancelled => Err(PromptError::Cancelled),
+            TurnEnd::Failed(f) => Err(PromptError::Failed(f.message.clone())),
         },
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     };
     RunResult { project, conversation, request_id, outcome }
 }

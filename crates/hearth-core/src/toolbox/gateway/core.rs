@@ -194,7 +194,7 @@ impl Core {
         tracing::info!(request_id = %grant.request_id, token = %grant.token_tag, server = %server.config.id, tool = %upstream, "forwarding tool call");
         match server.call(&upstream, args, self.limits.call_timeout, self.limits.max_result_bytes).await {
             Ok(result) => result,
-            Err(sentence) => refusal(sentence),
+            Err(error) => refusal(error.to_string()),
         }
     }
 }

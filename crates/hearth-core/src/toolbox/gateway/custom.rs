@@ -69,6 +69,34 @@ impl fmt::Debug for CustomServerConfig {
     }
 }
 
+/// Why a custom server could not start or a call to it failed. The sentence is what the user (in
+/// the Tools view) and the model (as the tool's error) read; `stderr` is the server's last output.
+#[derive(Debug, thiserror::Error)]
+pub enum CustomServerError {
+    #[error("The command `{0}` was not found; check the server's command in its settings.")]
+    CommandNotFound(String),
+    #[error("The command `{0}` is not executable.")]
+    NotExecutable(String),
+    #[error("Hearth could not start `{command}`: {source}.")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("The server's standard input and output could not be opened.")]
+    NoStdio,
+    #[error("The server does not speak MCP on its standard output: it wrote «{line}».{stderr}")]
+    NotMcp { line: String, stderr: String },
+    #[error("The server exited at once ({status}) before answering.{stderr}")]
+    ExitedAtOnce { status: std::process::ExitStatus, stderr: String },
+    #[error("The server did not speak MCP on its standard output ({detail}).{stderr}")]
+    Handshake { detail: String, stderr: String },
+    #[error("The server started but could not list its tools: {0}.")]
+    ListTools(String),
+    #[error("The server {0} is not running.")]
+    NotRunning(String),
+    #[error("The tool {tool} of {server} did not answer within {seconds} s; the call was stopped.")]
+    CallTimedOut { tool: String, server: String, seconds: f32 },
+    #[error("The tool {tool} of {server} failed: {detail}.")]
+    CallFailed { tool: String, server: String, detail: String },
+}
+
 /// Live state of one server, for the UI.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(tag = "state", rename_all = "camelCase")]
@@ -163,9 +191,9 @@ impl CustomServer {
     pub async fn start(self: &Arc<Self>, start_timeout: Duration) {
         match tokio::time::timeout(start_timeout, self.connect()).await {
             Ok(Ok(())) => {}
-            Ok(Err(message)) => {
+            Ok(Err(error)) => {
                 self.shutdown().await;
-                self.fail(message);
+                self.fail(error.to_string());
             }
             Err(_) => {
                 self.shutdown().await;
@@ -183,16 +211,16 @@ impl CustomServer {
         }
     }
 
-    async fn connect(self: &Arc<Self>) -> Result<(), String> {
+    async fn connect(self: &Arc<Self>) -> Result<(), CustomServerError> {
         let c = &self.config;
         let cmd = spawn::server_command(&c.command, &c.args, c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let mut child = spawn::spawn(cmd).await.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("The command `{}` was not found; check the server's command in its settings.", c.command),
-            std::io::ErrorKind::PermissionDenied => format!("The command `{}` is not executable.", c.command),
-            _ => format!("Hearth could not start `{}`: {e}.", c.command),
+            std::io::ErrorKind::NotFound => CustomServerError::CommandNotFound(c.command.clone()),
+            std::io::ErrorKind::PermissionDenied => CustomServerError::NotExecutable(c.command.clone()),
+            _ => CustomServerError::Spawn { command: c.command.clone(), source: e },
         })?;
         let (Some(stdout), Some(stdin), Some(stderr)) = (child.stdout.take(), child.stdin.take(), child.stderr.take()) else {
-            return Err("The server's standard input and output could not be opened.".into());
+            return Err(CustomServerError::NoStdio);
         };
         let mut stderr_done = tokio::spawn(keep_tail(stderr, self.stderr.clone()));
         let (stdout, garbage) = Tap::new(stdout);
@@ -210,10 +238,11 @@ impl CustomServer {
                 // Its last words, if it is gone (its stderr then ends).
                 let _ = tokio::time::timeout(EXIT_NOTICE_WAIT, &mut stderr_done).await;
                 spawn::stop_group(&mut child).await;
+                let stderr = self.stderr_note();
                 return Err(match exited {
-                    _ if spoke_garbage => format!("The server does not speak MCP on its standard output: it wrote «{detail}».{}", self.stderr_note()),
-                    Ok(Ok(status)) => format!("The server exited at once ({status}) before answering.{}", self.stderr_note()),
-                    _ => format!("The server did not speak MCP on its standard output ({detail}).{}", self.stderr_note()),
+                    _ if spoke_garbage => CustomServerError::NotMcp { line: detail, stderr },
+                    Ok(Ok(status)) => CustomServerError::ExitedAtOnce { status, stderr },
+                    _ => CustomServerError::Handshake { detail, stderr },
                 });
             }
         };
@@ -224,8 +253,8 @@ impl CustomServer {
         Ok(())
     }
 
-    async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<(), String> {
-        let mut tools = peer.list_all_tools().await.map_err(|e| format!("The server started but could not list its tools: {e}."))?;
+    async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<(), CustomServerError> {
+        let mut tools = peer.list_all_tools().await.map_err(|e| CustomServerError::ListTools(e.to_string()))?;
         let total = tools.len();
         tools.truncate(MAX_TOOLS_PER_SERVER);
         let note = (total > MAX_TOOLS_PER_SERVER).then(|| format!("The server offers {total} tools; Hearth exposes the first {MAX_TOOLS_PER_SERVER}."));
@@ -251,17 +280,17 @@ impl CustomServer {
     }
 
     /// Forward one call; the result is bounded to `max_bytes`, and the call to `timeout`.
-    pub async fn call(&self, tool: &str, args: JsonObject, timeout: Duration, max_bytes: usize) -> Result<CallToolResult, String> {
-        let peer = self.peer.lock().unwrap().clone().ok_or_else(|| format!("The server {} is not running.", self.config.name))?;
+    pub async fn call(&self, tool: &str, args: JsonObject, timeout: Duration, max_bytes: usize) -> Result<CallToolResult, CustomServerError> {
+        let peer = self.peer.lock().unwrap().clone().ok_or_else(|| CustomServerError::NotRunning(self.config.name.clone()))?;
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
         // Dropping the call future on timeout cancels the request at the server.
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Err(_) => Err(format!("The tool {tool} of {} did not answer within {} s; the call was stopped.", self.config.name, timeout.as_secs_f32())),
+            Err(_) => Err(CustomServerError::CallTimedOut { tool: tool.to_string(), server: self.config.name.clone(), seconds: timeout.as_secs_f32() }),
             Ok(Err(e)) => {
                 if peer.is_transport_closed() {
                     self.fail(format!("The server stopped while Hearth was using it.{}", self.stderr_note()));
                 }
-                Err(format!("The tool {tool} of {} failed: {e}.", self.config.name))
+                Err(CustomServerError::CallFailed { tool: tool.to_string(), server: self.config.name.clone(), detail: e.to_string() })
             }
             Ok(Ok(result)) => Ok(bound_result(result, max_bytes)),
         }
