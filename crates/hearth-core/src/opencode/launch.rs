@@ -312,6 +312,10 @@ async fn pump(stream: impl AsyncRead + Unpin, tail: Arc<OutputTail>, mut url_tx:
                 continue;
             }
         }
+        // What the guard refused or could not do, in Hearth's log (it names paths, never secrets).
+        if text.starts_with(super::guard::GUARD_LOG_PREFIX) {
+            tracing::warn!(line = %text, "runtime guard");
+        }
         tail.push_line(text);
     }
 }
