@@ -193,6 +193,11 @@ impl Client {
         self.send_as::<Value>("/instance/dispose", self.request(reqwest::Method::POST, "/instance/dispose", Some(directory))).await.map(drop)
     }
 
+    /// Make the runtime create the directory's instance (config, plugins) and nothing else.
+    pub async fn open_instance(&self, directory: &str) -> Result<(), ApiError> {
+        self.send_as::<Value>("/path", self.request(reqwest::Method::GET, "/path", Some(directory))).await.map(drop)
+    }
+
     /// Make the runtime create the directory's instance now, and start what its first prompt would
     /// otherwise start lazily: MCP connections, the tool registry, skills, commands, providers and
     /// the file watcher. Cheap GETs; only a real model call warms the rest (the provider SDK).

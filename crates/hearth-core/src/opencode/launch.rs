@@ -4,6 +4,7 @@
 //! what it needs: PATH with `rg` first, the offline switches, a random Basic-auth password), its own
 //! process group and a parent-death signal, and is stopped with SIGTERM then SIGKILL of the group.
 //! A watcher reaps it the moment it exits, so a death is known at once (see [`Server::exited`]).
+//! It loads Hearth's guard plugin first (`guard.rs`), and no configuration or code of the project's.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,21 @@ const OUTPUT_DRAIN: Duration = Duration::from_millis(50);
 /// Longest output line read; longer lines are cut.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
 const LISTEN_PREFIX: &str = "opencode server listening on ";
+
+/// The runtime's Basic-auth credentials and its configuration text, by environment variable.
+pub const PASSWORD_ENV: &str = "OPENCODE_SERVER_PASSWORD";
+pub const USERNAME_ENV: &str = "OPENCODE_SERVER_USERNAME";
+pub const CONFIG_ENV: &str = "OPENCODE_CONFIG_CONTENT";
+/// Off: the project's `opencode.json` and `.opencode/` (plugins, tools, agents, commands) and its
+/// instruction files; a project can come from anywhere, and its plugins would run inside the
+/// runtime. The guard hands `AGENTS.md` back (see `guard.rs`).
+const PROJECT_CONFIG_ENV: (&str, &str) = ("OPENCODE_DISABLE_PROJECT_CONFIG", "1");
+/// Where under the root the runtime finds code besides its configuration's `plugin` list (its
+/// global config folder and `~/.opencode`): emptied at every launch, since the agent's shell can
+/// write there (the guard refuses such code once it is loaded).
+const CODE_FOLDERS: &[&str] = &["config", "home/.opencode"];
+/// Where under the root the guard plugin is written.
+const GUARD_DIR: &str = "guard";
 
 /// Environment switches that keep the runtime offline and quiet; each was checked against the pinned
 /// version with no outside connection.
@@ -137,22 +153,33 @@ impl Server {
     }
 }
 
-/// Create the private root and write the secret files.
-fn prepare_root(spec: &LaunchSpec) -> Result<(), LaunchError> {
+/// Create the private root, write the guard and the secret files; the configuration to launch with
+/// (the guard first among its plugins).
+fn prepare_root(spec: &LaunchSpec) -> Result<serde_json::Value, LaunchError> {
     let err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| LaunchError::Root { path, source }
     };
+    for sub in CODE_FOLDERS {
+        let dir = spec.root.join(sub);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(err(&dir)(e));
+            }
+        }
+    }
     for sub in ["home", "tmp", "data", "config", "state", "cache", "secrets"] {
         let dir = spec.root.join(sub);
         std::fs::create_dir_all(&dir).map_err(err(&dir))?;
     }
-    // With any plugin configured the runtime first npm-installs its plugin package into the config
-    // folder and, offline, waits ~70 s per new project for that to fail; a pre-seeded folder skips it.
-    if spec.config.get("plugin").and_then(|p| p.as_array()).is_some_and(|p| !p.is_empty()) {
-        let dir = spec.root.join("config").join("opencode");
-        crate::toolbox::gateway::preseed_plugin_dependencies(&dir).map_err(err(&dir))?;
-    }
+    let mut config = spec.config.clone();
+    let guard_dir = spec.root.join(GUARD_DIR);
+    super::guard::install(&mut config, &guard_dir).map_err(err(&guard_dir))?;
+    // With any plugin configured (the guard is one) the runtime first npm-installs its plugin
+    // package into the config folder and, offline, waits ~70 s per new project for that to fail;
+    // a pre-seeded folder skips it.
+    let dir = spec.root.join("config").join("opencode");
+    crate::toolbox::gateway::preseed_plugin_dependencies(&dir).map_err(err(&dir))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -168,10 +195,10 @@ fn prepare_root(spec: &LaunchSpec) -> Result<(), LaunchError> {
             std::io::Write::write_all(&mut f, content.as_bytes()).map_err(err(path))?;
         }
     }
-    Ok(())
+    Ok(config)
 }
 
-fn build_command(spec: &LaunchSpec, password: &str) -> Command {
+fn build_command(spec: &LaunchSpec, config: &serde_json::Value, password: &str) -> Command {
     let mut cmd = Command::new(&spec.binary);
     cmd.args(["serve", "--hostname", "127.0.0.1", "--port", "0"])
         .current_dir(&spec.root)
@@ -194,10 +221,10 @@ fn build_command(spec: &LaunchSpec, password: &str) -> Command {
         .env("XDG_CONFIG_HOME", r.join("config"))
         .env("XDG_STATE_HOME", r.join("state"))
         .env("XDG_CACHE_HOME", r.join("cache"))
-        .env("OPENCODE_SERVER_PASSWORD", password)
-        .env("OPENCODE_SERVER_USERNAME", USERNAME)
-        .env("OPENCODE_CONFIG_CONTENT", spec.config.to_string());
-    for (k, v) in OFFLINE_ENV {
+        .env(PASSWORD_ENV, password)
+        .env(USERNAME_ENV, USERNAME)
+        .env(CONFIG_ENV, config.to_string());
+    for (k, v) in OFFLINE_ENV.iter().chain([&PROJECT_CONFIG_ENV]) {
         cmd.env(k, v);
     }
     cmd
@@ -209,9 +236,9 @@ fn random_password() -> String {
 
 /// Launch the server and wait for its listening address.
 pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
-    prepare_root(spec)?;
+    let config = prepare_root(spec)?;
     let password = random_password();
-    let mut child = crate::host::child::spawn(build_command(spec, &password))
+    let mut child = crate::host::child::spawn(build_command(spec, &config, &password))
         .await
         .map_err(|source| LaunchError::Spawn { binary: spec.binary.clone(), source })?;
     let pid = child.id().unwrap_or_default();
@@ -285,6 +312,10 @@ async fn pump(stream: impl AsyncRead + Unpin, tail: Arc<OutputTail>, mut url_tx:
                 continue;
             }
         }
+        // What the guard refused or could not do, in Hearth's log (it names paths, never secrets).
+        if text.starts_with(super::guard::GUARD_LOG_PREFIX) {
+            tracing::warn!(line = %text, "runtime guard");
+        }
         tail.push_line(text);
     }
 }
@@ -323,17 +354,27 @@ mod tests {
         std::env::set_var("HEARTH_LAUNCH_TEST_LEAK", "secret");
         let bin = script(
             tmp.path(),
-            "echo \"env: HOME=$HOME CFG=$OPENCODE_CONFIG_CONTENT LEAK=$HEARTH_LAUNCH_TEST_LEAK REG=$npm_config_registry\" >&2\n\
+            "echo \"env: HOME=$HOME CFG=$OPENCODE_CONFIG_CONTENT LEAK=$HEARTH_LAUNCH_TEST_LEAK REG=$npm_config_registry NOPROJ=$OPENCODE_DISABLE_PROJECT_CONFIG\" >&2\n\
              echo 'opencode server listening on http://127.0.0.1:4567'\nexec sleep 60",
         );
+        // Code the agent's shell could have planted where the runtime looks for plugins.
+        let planted = [tmp.path().join("root/config/opencode/plugin/x.js"), tmp.path().join("root/home/.opencode/plugin/x.js")];
+        for p in &planted {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "evil").unwrap();
+        }
         let server = launch(&spec(tmp.path(), bin, Duration::from_secs(10))).await.unwrap();
         assert_eq!(server.base_url, "http://127.0.0.1:4567");
+        assert!(planted.iter().all(|p| !p.exists()), "planted plugins are removed at launch");
         assert!(server.password.len() >= 32);
         tokio::time::sleep(Duration::from_millis(200)).await;
         let tail = server.tail.text();
         let home = tmp.path().join("root/home");
         assert!(tail.contains(&format!("HOME={}", home.display())), "{tail}");
-        assert!(tail.contains("CFG={\"a\":1}") && tail.contains("LEAK= ") && tail.contains("REG=http://127.0.0.1:9/"), "{tail}");
+        let guard = tmp.path().join("root/guard").join(crate::opencode::guard::GUARD_FILE_NAME);
+        assert!(tail.contains(&format!("CFG={{\"a\":1,\"plugin\":[\"file://{}\"]}}", guard.display())), "the guard is the first plugin: {tail}");
+        assert!(tail.contains("LEAK= ") && tail.contains("REG=http://127.0.0.1:9/") && tail.contains("NOPROJ=1"), "{tail}");
+        assert!(guard.is_file() && tmp.path().join("root/config/opencode/package-lock.json").is_file());
         let key = tmp.path().join("root/secrets/k.key");
         assert_eq!(std::fs::read_to_string(&key).unwrap(), "sk-1");
         assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);

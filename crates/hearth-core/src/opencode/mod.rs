@@ -5,6 +5,7 @@ pub mod client;
 mod compaction;
 pub mod config;
 pub mod event_hub;
+pub mod guard;
 pub mod launch;
 pub mod prompt;
 mod run;

@@ -186,6 +186,7 @@ impl ServerSlot {
             if version != PINNED_VERSION {
                 return Err(StartError::WrongVersion { found: version });
             }
+            super::guard::seal(&client, server.pid, &server.password, &self.root.join("home")).await.map_err(StartError::NoAnswer)?;
             let hub = EventHub::start(client.clone()).await?;
             Ok((version, hub))
         };
