@@ -15,7 +15,7 @@ use hearth_core::binaries::opencode::LocateInputs;
 use hearth_core::binaries::ripgrep::RgInputs;
 use hearth_core::host::paths::AppPaths;
 use hearth_core::runtime::{OutsideProject, PermissionReply, RuntimeEvent};
-use hearth_core::store::{Message, MessageStatus, ToolCallStatus};
+use hearth_core::store::{Message, MessageRole, MessageStatus, ToolCallStatus};
 
 use support::{app_options as options, Recorder, TURN_TIMEOUT};
 
@@ -45,6 +45,14 @@ async fn nth_asked(events: &Recorder, conversation: &str, n: usize) -> String {
     let (id, permission) = asked(events, conversation)[n - 1].clone();
     assert_eq!(permission, "external_directory");
     id
+}
+
+/// The status the window last saw for the user's message of the latest finished turn.
+fn last_user_status(events: &Recorder, conversation: &str) -> Option<MessageStatus> {
+    events.0.lock().unwrap().iter().rev().filter(|e| e.conversation_id == conversation).find_map(|e| match &e.kind {
+        ConversationUpdateKind::MessageStored { message } if message.role == MessageRole::User => Some(message.status),
+        _ => None,
+    })
 }
 
 /// The one `read` call of a reply: its status, output and error.
@@ -138,6 +146,7 @@ async fn a_chosen_runtime_binary_is_used_from_the_next_turn_and_a_wrong_one_is_r
 
     hearth.send_message(&conv.id, "Read marker.txt".into(), vec![]).await.unwrap();
     assert_eq!(events.finished(&conv.id, 1).await.text, "PROJECT_77");
+    assert_eq!(last_user_status(&events, &conv.id), Some(MessageStatus::Done), "the window learns the runtime took the message");
     let old_pid = hearth.runtime_statuses()[0].runtime.pid.unwrap();
 
     // The same pinned binary under another path: a new configuration, a new process.
@@ -168,6 +177,7 @@ async fn a_chosen_runtime_binary_is_used_from_the_next_turn_and_a_wrong_one_is_r
     let refused = events.finished(&conv.id, 3).await;
     assert_eq!(refused.status, MessageStatus::Error);
     assert_eq!(refused.error.as_deref(), Some(sentence.as_str()));
+    assert_eq!(last_user_status(&events, &conv.id), Some(MessageStatus::Error), "the window learns the message was not sent");
     assert!(matches!(hearth.set_runtime_binary(Some("opencode".into())).await, Err(AppError::RelativeBinaryPath(_))));
 
     // Cleared: the copy Hearth finds itself, and turns work again.

@@ -93,8 +93,11 @@ impl Hearth {
             me.drive_turn(request, &user_id, &reply_id, cancel).await;
             drop(grant);
             me.turns.lock().unwrap().remove(&cid);
-            let rid = reply_id.clone();
-            if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {
+            let (uid, rid) = (user_id.clone(), reply_id.clone());
+            if let Ok((user, message)) = blocking(&me.store, move |s| Ok((s.get_message(&uid)?, s.get_message(&rid)?))).await {
+                // The user's message moved on too (taken by the runtime, or not sent): the window
+                // shows what the store has.
+                me.emit(&cid, ConversationUpdateKind::MessageStored { message: user });
                 me.emit(&cid, ConversationUpdateKind::TurnFinished { message });
             }
         });
