@@ -44,7 +44,13 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     await app.browser.keys("Enter");
     await until(async () => (await assistantCount()) > before, "the reply to start", 20_000);
   }
-  const finished = () => until(async () => ["done", "error"].includes(await lastStatus()), "the reply to end", TURN_MS);
+  /** Wait for the last reply to end as `expected` ("done" or "error"; either when not given). */
+  const finished = (expected = null) =>
+    until(async () => {
+      const status = await lastStatus();
+      return expected ? status === expected : ["done", "error"].includes(status);
+    }, `the reply to end${expected ? ` ${expected}` : ""}`, TURN_MS);
+  const lastText = async () => (await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1);
 
   /** The last reply's read tool card, opened: its status and what it shows. */
   async function lastReadCard() {
@@ -102,12 +108,11 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     assert.equal(await textOf(app.browser, "permission-once"), "Allow once");
     assert.equal(await textOf(app.browser, "permission-always"), "Always allow in this conversation");
     assert.equal(await textOf(app.browser, "permission-reject"), "Reject");
-    assert.equal(await lastStatus(), "streaming", "the reply waits for the answer");
+    await until(async () => (await lastStatus()) === "streaming", "the reply to wait for the answer", 10_000);
     await screenshot(app.browser, "permission-prompt");
 
     await click(app.browser, "permission-once");
-    await finished();
-    assert.equal(await lastStatus(), "done");
+    await finished("done");
     assert.deepEqual(await prompts(), []);
     const card = await lastReadCard();
     assert.equal(card.status, "done");
@@ -128,8 +133,8 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     await screenshot(app.browser, "permission-rejected");
 
     await send("hello after the refusal");
-    await finished();
-    assert.equal(await lastStatus(), "done");
-    assert.equal((await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1), "Scripted reply to: hello after the refusal");
+    await finished("done");
+    // The reply's last text may land a moment after the turn ends: wait for what the user reads.
+    await until(async () => (await lastText()) === "Scripted reply to: hello after the refusal", "the reply's text", 10_000);
   });
 });
