@@ -19,10 +19,13 @@ pub fn builder() -> Builder<tauri::Wry> {
         .commands(collect_commands![
             runtime::runtime_report,
             runtime::secrets_location,
+            runtime::set_runtime_binary,
+            runtime::runtime_processes,
             projects::list_projects,
             projects::add_project,
             projects::remove_project,
             projects::open_project,
+            projects::set_project_outside_policy,
             conversations::list_conversations,
             conversations::create_conversation,
             conversations::rename_conversation,

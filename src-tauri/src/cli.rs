@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use hearth_core::binaries::doctor;
 use hearth_core::host::paths::AppPaths;
+use hearth_core::store::peek_runtime_binary_override;
 
 const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--json] | mcp-fixture]
   (no arguments)  open the app window
@@ -57,7 +58,10 @@ fn block_on<F: std::future::Future>(f: F) -> Option<F::Output> {
 
 fn doctor_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {
     let json = rest.iter().any(|a| a == "--json");
-    let Some(report) = block_on(doctor::check(&crate::state::doctor_inputs(paths, resource_dir))) else { return 1 };
+    let mut inputs = crate::state::doctor_inputs(paths, resource_dir);
+    // The binary the app would use: the one chosen in the Runtime view has its place in the order.
+    inputs.opencode.settings_path = peek_runtime_binary_override(&paths.data_dir);
+    let Some(report) = block_on(doctor::check(&inputs)) else { return 1 };
     if json {
         println!("{}", serde_json::to_string_pretty(&report).expect("report serialises"));
     } else {
@@ -94,9 +98,9 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>
         }
     };
     let outcome = block_on(async {
-        let binaries = locate_binaries(&crate::state::binary_inputs(paths, resource_dir))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut inputs = crate::state::binary_inputs(paths, resource_dir);
+        inputs.opencode.settings_path = peek_runtime_binary_override(&paths.data_dir);
+        let binaries = locate_binaries(&inputs).await.map_err(|e| e.to_string())?;
         let cancel = tokio_util::sync::CancellationToken::new();
         let on_signal = cancel.clone();
         tokio::spawn(async move {

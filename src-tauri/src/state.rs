@@ -28,6 +28,8 @@ fn bundled_bin(resource_dir: Option<PathBuf>) -> Option<PathBuf> {
     resource_dir.map(|d| d.join("bin"))
 }
 
+/// What the process itself says about where the binaries are. The runtime binary chosen in the
+/// Runtime view lives in the store: `Hearth` (and the CLI) put it in its place in the order.
 pub fn doctor_inputs(paths: &AppPaths, resource_dir: Option<PathBuf>) -> DoctorInputs {
     let bundled = bundled_bin(resource_dir);
     DoctorInputs {

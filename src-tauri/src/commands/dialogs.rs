@@ -10,13 +10,22 @@ use super::CommandError;
 
 type R<T> = Result<T, CommandError>;
 
-/// What a dialog is for: its title, and whether it picks folders or files.
+/// What a dialog is for: its title, and what it picks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, specta::Type)]
 pub enum PickPurpose {
     ProjectFolder,
     KnowledgeFiles,
     KnowledgeFolder,
     SkillFolder,
+    RuntimeBinary,
+}
+
+/// What a dialog lets the user choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Picks {
+    Folder,
+    Files,
+    File,
 }
 
 impl PickPurpose {
@@ -26,11 +35,16 @@ impl PickPurpose {
             Self::KnowledgeFiles => "Import files into the library",
             Self::KnowledgeFolder => "Import a folder into the library",
             Self::SkillFolder => "Add a skill package (a folder with SKILL.md)",
+            Self::RuntimeBinary => "Choose the OpenCode runtime binary",
         }
     }
 
-    fn picks_files(self) -> bool {
-        matches!(self, Self::KnowledgeFiles)
+    fn picks(self) -> Picks {
+        match self {
+            Self::KnowledgeFiles => Picks::Files,
+            Self::RuntimeBinary => Picks::File,
+            Self::ProjectFolder | Self::KnowledgeFolder | Self::SkillFolder => Picks::Folder,
+        }
     }
 }
 
@@ -69,10 +83,10 @@ async fn pick(app: &AppHandle, purpose: PickPurpose, near: Option<String>) -> Re
         dialog = dialog.set_parent(&window);
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<Vec<FilePath>>();
-    if purpose.picks_files() {
-        dialog.pick_files(move |p| drop(tx.send(p.unwrap_or_default())));
-    } else {
-        dialog.pick_folder(move |p| drop(tx.send(p.into_iter().collect())));
+    match purpose.picks() {
+        Picks::Files => dialog.pick_files(move |p| drop(tx.send(p.unwrap_or_default()))),
+        Picks::File => dialog.pick_file(move |p| drop(tx.send(p.into_iter().collect()))),
+        Picks::Folder => dialog.pick_folder(move |p| drop(tx.send(p.into_iter().collect()))),
     }
     let chosen = rx.await.map_err(|_| DialogError::Closed)?;
     chosen.into_iter().map(path_text).collect()
@@ -89,10 +103,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_knowledge_files_picks_files_and_every_purpose_has_a_title() {
-        for p in [PickPurpose::ProjectFolder, PickPurpose::KnowledgeFiles, PickPurpose::KnowledgeFolder, PickPurpose::SkillFolder] {
+    fn files_are_picked_only_for_knowledge_and_the_runtime_binary_and_every_purpose_has_a_title() {
+        use PickPurpose::*;
+        for p in [ProjectFolder, KnowledgeFiles, KnowledgeFolder, SkillFolder, RuntimeBinary] {
             assert!(!p.title().is_empty());
-            assert_eq!(p.picks_files(), p == PickPurpose::KnowledgeFiles);
+            let expected = match p {
+                PickPurpose::KnowledgeFiles => Picks::Files,
+                PickPurpose::RuntimeBinary => Picks::File,
+                _ => Picks::Folder,
+            };
+            assert_eq!(p.picks(), expected, "{p:?}");
         }
     }
 

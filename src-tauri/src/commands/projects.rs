@@ -1,3 +1,4 @@
+use hearth_core::runtime::OutsideProject;
 use hearth_core::store::Project;
 use tauri::State;
 
@@ -24,6 +25,14 @@ pub async fn add_project(state: State<'_, AppState>, path: String) -> R<Project>
 #[specta::specta]
 pub async fn remove_project(state: State<'_, AppState>, id: String) -> R<()> {
     Ok(state.hearth.remove_project(id).await?)
+}
+
+/// Refuse, or ask the user, when the agent reaches outside the project folder (from the next
+/// message of each conversation).
+#[tauri::command]
+#[specta::specta]
+pub async fn set_project_outside_policy(state: State<'_, AppState>, id: String, policy: OutsideProject) -> R<Project> {
+    Ok(state.hearth.set_project_outside_policy(id, policy).await?)
 }
 
 /// Mark a project opened and pre-warm its runtime instance.

@@ -6,10 +6,17 @@ import * as __TAURI_EVENT from "@tauri-apps/api/event";
 
 /** Commands */
 export const commands = {
-	/**  Check the runtime binary, ripgrep and the data folder. */
+	/**
+	 *  Check the runtime binary (the one chosen in the Runtime view in its place), ripgrep and the
+	 *  data folder.
+	 */
 	runtimeReport: () => typedError<RuntimeReport, CommandError>(__TAURI_INVOKE("runtime_report")),
 	/**  Where API keys and other secrets are kept (the desktop keyring or a private file). */
 	secretsLocation: () => __TAURI_INVOKE<SecretsLocation>("secrets_location"),
+	/**  Use this runtime binary (`None`: the copy Hearth finds itself); checked on next use. */
+	setRuntimeBinary: (path: string | null) => typedError<null, CommandError>(__TAURI_INVOKE("set_runtime_binary", { path })),
+	/**  The runtime processes alive now, with how often each was started. */
+	runtimeProcesses: () => __TAURI_INVOKE<RegisteredRuntimeStatus[]>("runtime_processes"),
 	listProjects: () => typedError<Project[], CommandError>(__TAURI_INVOKE("list_projects")),
 	/**  Add a project folder (the same folder twice gives the existing project). */
 	addProject: (path: string) => typedError<Project, CommandError>(__TAURI_INVOKE("add_project", { path })),
@@ -17,6 +24,11 @@ export const commands = {
 	removeProject: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("remove_project", { id })),
 	/**  Mark a project opened and pre-warm its runtime instance. */
 	openProject: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("open_project", { id })),
+	/**
+	 *  Refuse, or ask the user, when the agent reaches outside the project folder (from the next
+	 *  message of each conversation).
+	 */
+	setProjectOutsidePolicy: (id: string, policy: OutsideProject) => typedError<Project, CommandError>(__TAURI_INVOKE("set_project_outside_policy", { id, policy })),
 	listConversations: (projectId: string) => typedError<Conversation[], CommandError>(__TAURI_INVOKE("list_conversations", { projectId })),
 	createConversation: (projectId: string, title: string) => typedError<Conversation, CommandError>(__TAURI_INVOKE("create_conversation", { projectId, title })),
 	renameConversation: (id: string, title: string) => typedError<null, CommandError>(__TAURI_INVOKE("rename_conversation", { id, title })),
@@ -388,8 +400,8 @@ export type OutsideProject =
 /**  How the user answers a permission request. */
 export type PermissionReply = "once" | "always" | "reject";
 
-/**  What a dialog is for: its title, and whether it picks folders or files. */
-export type PickPurpose = "ProjectFolder" | "KnowledgeFiles" | "KnowledgeFolder" | "SkillFolder";
+/**  What a dialog is for: its title, and what it picks. */
+export type PickPurpose = "ProjectFolder" | "KnowledgeFiles" | "KnowledgeFolder" | "SkillFolder" | "RuntimeBinary";
 
 /**  What the user edits. */
 export type ProfileInput = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { RuntimeReport } from "./bindings";
-import { sourceLabel, summarize } from "./runtime";
+import { restartSummary, sourceLabel, summarize } from "./runtime";
 
 const ready: RuntimeReport = {
   pinnedVersion: "1.18.33",
@@ -35,4 +35,17 @@ describe("summarize", () => {
 it("labels every source", () => {
   expect(sourceLabel("bundled")).toBe("bundled with Hearth");
   expect(sourceLabel("nodeModules")).toContain("node_modules");
+});
+
+describe("restartSummary", () => {
+  it("says nothing for a runtime started once (or not yet)", () => {
+    expect(restartSummary({ launches: 0, lastExit: null })).toBeNull();
+    expect(restartSummary({ launches: 1, lastExit: null })).toBeNull();
+  });
+
+  it("counts restarts and names how the last process ended", () => {
+    expect(restartSummary({ launches: 2, lastExit: "signal: 9 (SIGKILL)" })).toBe("restarted 1 time; last exit: signal: 9 (SIGKILL)");
+    expect(restartSummary({ launches: 4, lastExit: "exit status: 1" })).toBe("restarted 3 times; last exit: exit status: 1");
+    expect(restartSummary({ launches: 3, lastExit: null })).toBe("restarted 2 times");
+  });
 });

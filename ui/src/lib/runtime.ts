@@ -1,8 +1,8 @@
-import type { BinaryCheck, RuntimeReport, Source } from "./bindings";
+import type { BinaryCheck, RuntimeReport, RuntimeStatus, Source } from "./bindings";
 
 const SOURCE_LABELS: Record<Source, string> = {
   environment: "from HEARTH_OPENCODE_BIN / HEARTH_RG_BIN",
-  settings: "from settings",
+  settings: "chosen by you in this view",
   bundled: "bundled with Hearth",
   nodeModules: "from node_modules (development checkout)",
   systemPath: "from PATH",
@@ -32,4 +32,25 @@ export function summarize(report: RuntimeReport): Summary {
     headline: `The runtime cannot start: ${n} problem${n === 1 ? "" : "s"} to fix`,
     problems,
   };
+}
+
+/**
+ * How often a runtime process was started again after it ended without being asked to, or null when
+ * it never was: "restarted 2 times; last exit: signal: 9 (SIGKILL)".
+ */
+export function restartSummary(status: Pick<RuntimeStatus, "launches" | "lastExit">): string | null {
+  if (status.launches <= 1) return null;
+  const n = status.launches - 1;
+  const times = `restarted ${n} time${n === 1 ? "" : "s"}`;
+  return status.lastExit ? `${times}; last exit: ${status.lastExit}` : times;
+}
+
+/** The runtime binary the user chose in the Runtime view (kept in settings). */
+export interface BinaryChoice {
+  /** The chosen path, or null when Hearth finds the runtime itself. */
+  current: () => Promise<string | null>;
+  /** Ask the user for a file (the native dialog); null when they cancelled. */
+  choose: (near: string | null) => Promise<string | null>;
+  /** Keep `path` as the choice (null clears it). */
+  set: (path: string | null) => Promise<void>;
 }

@@ -1,7 +1,7 @@
-import { describe, expect, it } from "vitest";
-import { render, screen, fireEvent } from "@testing-library/svelte";
+import { describe, expect, it, vi } from "vitest";
+import { cleanup, render, screen, fireEvent } from "@testing-library/svelte";
 import RuntimeView from "./RuntimeView.svelte";
-import type { RuntimeReport, SecretsLocation } from "../lib/bindings";
+import type { RegisteredRuntimeStatus, RuntimeReport, SecretsLocation } from "../lib/bindings";
 
 const report: RuntimeReport = {
   pinnedVersion: "1.18.33",
@@ -45,5 +45,77 @@ describe("RuntimeView", () => {
     expect(screen.getByTestId("runtime-summary").dataset.ok).toBe("true");
     expect(calls).toBe(2);
     expect(screen.getByTestId("secrets-location").dataset.place).toBe("desktopKeyring");
+  });
+});
+
+describe("RuntimeView: the chosen binary and restarts", () => {
+  const wrong: RuntimeReport = {
+    ...report,
+    opencode: {
+      status: "problem",
+      path: "/tmp/opencode-old",
+      message: "The OpenCode runtime at /tmp/opencode-old is version 1.17.2, but Hearth needs exactly 1.18.33. Choose the binary of opencode-ai@1.18.33 in the Runtime view, or clear your choice there to use the copy Hearth finds itself.",
+    },
+  };
+  const ready: RuntimeReport = { ...report, opencode: { status: "ready", path: "/n/opencode", version: "1.18.33", source: "nodeModules" } };
+
+  it("shows the refusal of a chosen binary, and clearing the choice checks again", async () => {
+    let chosen: string | null = null;
+    const sets: (string | null)[] = [];
+    const choice = {
+      current: async () => chosen,
+      choose: async () => "/tmp/opencode-old",
+      set: async (p: string | null) => {
+        sets.push(p);
+        chosen = p;
+      },
+    };
+    render(RuntimeView, { load: async () => (chosen ? wrong : ready), loadSecrets, choice });
+    expect((await screen.findByTestId("runtime-choice-auto")).textContent).toContain("Hearth finds the runtime itself");
+    await fireEvent.click(screen.getByTestId("runtime-choose"));
+    expect((await screen.findByTestId("runtime-choice-path")).textContent).toBe("/tmp/opencode-old");
+    expect(screen.getByTestId("runtime-binary-problem").textContent).toContain("is version 1.17.2");
+    expect(screen.getByTestId("runtime-summary").dataset.ok).toBe("false");
+    await fireEvent.click(screen.getByTestId("runtime-choice-clear"));
+    await screen.findByTestId("runtime-choice-auto");
+    expect((await screen.findByTestId("runtime-binary-version")).textContent).toBe("1.18.33");
+    expect(sets).toEqual(["/tmp/opencode-old", null]);
+  });
+
+  it("a cancelled dialog changes nothing; a refused choice is shown", async () => {
+    const set = vi.fn(async () => {
+      throw new Error("Choose the runtime binary by its full path; “opencode” is a relative one.");
+    });
+    let picked: string | null = null;
+    render(RuntimeView, { load: async () => ready, loadSecrets, choice: { current: async () => null, choose: async () => picked, set } });
+    await fireEvent.click(await screen.findByTestId("runtime-choose"));
+    expect(set).not.toHaveBeenCalled();
+    picked = "opencode";
+    await fireEvent.click(screen.getByTestId("runtime-choose"));
+    expect((await screen.findByTestId("runtime-choice-error")).textContent).toContain("relative");
+  });
+
+  it("shows how often the runtime was restarted and how its last process ended", async () => {
+    const proc = (launches: number, lastExit: string | null): RegisteredRuntimeStatus => ({
+      ownerId: launches,
+      family: "opencode",
+      key: "k",
+      retired: false,
+      facades: 1,
+      activeRuns: 0,
+      warmInstances: [],
+      runtime: { running: true, pid: 4242, url: null, version: "1.18.33", launches, lastExit, activeRuns: 0, openInstances: [], uptimeMs: 10 },
+    });
+    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [proc(1, null)] });
+    await screen.findByTestId("runtime-processes");
+    expect(screen.queryByTestId("runtime-restarts")).toBeNull();
+    cleanup();
+    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [proc(3, "signal: 9 (SIGKILL)")] });
+    expect((await screen.findByTestId("runtime-restarts")).textContent).toBe("restarted 2 times; last exit: signal: 9 (SIGKILL)");
+  });
+
+  it("says when no runtime runs yet", async () => {
+    render(RuntimeView, { load: async () => ready, loadSecrets });
+    expect((await screen.findByTestId("runtime-not-running")).textContent).toContain("starts with the first message");
   });
 });

@@ -2,7 +2,7 @@
 //! off the async threads. The turn itself lives in `conversations.rs`.
 
 use super::{blocking, AppResult, Hearth};
-use crate::runtime::WorkMode;
+use crate::runtime::{OutsideProject, WorkMode};
 use crate::store::{AppSettings, Conversation, Message, ModelProfile, Project, Theme};
 
 impl Hearth {
@@ -18,6 +18,19 @@ impl Hearth {
 
     pub async fn remove_project(&self, id: String) -> AppResult<()> {
         blocking(&self.store, move |s| s.remove_project(&id)).await
+    }
+
+    /// What happens when the agent reaches outside the project folder: refused, or the user is
+    /// asked. Each conversation's session gets the new rule with its next message; "always"
+    /// answers given under the old setting are dropped.
+    pub async fn set_project_outside_policy(&self, project_id: String, policy: OutsideProject) -> AppResult<Project> {
+        let (project, conversations) = blocking(&self.store, move |s| {
+            s.set_project_outside_policy(&project_id, policy)?;
+            Ok((s.get_project(&project_id)?, s.list_conversations(&project_id)?))
+        })
+        .await?;
+        self.permissions.forget(conversations.iter().map(|c| c.id.as_str()));
+        Ok(project)
     }
 
     pub async fn list_conversations(&self, project_id: String) -> AppResult<Vec<Conversation>> {

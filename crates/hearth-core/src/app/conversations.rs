@@ -93,8 +93,11 @@ impl Hearth {
             me.drive_turn(request, &user_id, &reply_id, cancel).await;
             drop(grant);
             me.turns.lock().unwrap().remove(&cid);
-            let rid = reply_id.clone();
-            if let Ok(message) = blocking(&me.store, move |s| s.get_message(&rid)).await {
+            let (uid, rid) = (user_id.clone(), reply_id.clone());
+            if let Ok((user, message)) = blocking(&me.store, move |s| Ok((s.get_message(&uid)?, s.get_message(&rid)?))).await {
+                // The user's message moved on too (taken by the runtime, or not sent): the window
+                // shows what the store has.
+                me.emit(&cid, ConversationUpdateKind::MessageStored { message: user });
                 me.emit(&cid, ConversationUpdateKind::TurnFinished { message });
             }
         });
@@ -121,8 +124,18 @@ impl Hearth {
             move |s| s.set_status(&uid, MessageStatus::Sending)
         })
         .await;
+        let space = request.space.clone();
         let mut stream = facade.run(request, cancel);
         while let Some(event) = stream.next().await {
+            if let RuntimeEvent::PermissionAsked { permission_id, permission, patterns } = &event {
+                if self.permissions.asked(&cid, permission_id, permission, patterns) {
+                    // Answered "always" earlier in this conversation: answered again, not shown.
+                    if let Err(e) = facade.reply_permission(&space, permission_id, PermissionReply::Once).await {
+                        tracing::warn!(error = %e, "could not answer a permission the user always allows");
+                    }
+                    continue;
+                }
+            }
             let stored = self.store_event(&cid, user_id, reply_id, &event);
             if let Err(e) = stored {
                 tracing::warn!(error = %e, "could not store a reply event");
@@ -133,6 +146,7 @@ impl Hearth {
                 break;
             }
         }
+        self.permissions.turn_ended(&cid);
     }
 
     /// Persist one runtime event of a reply. Cheap calls (buffered text) run inline.
@@ -220,7 +234,8 @@ impl Hearth {
         Ok(outcome)
     }
 
-    /// Answer a permission request of a running reply.
+    /// Answer a permission request of a running reply ("always" holds for this conversation only:
+    /// see `permissions.rs`).
     pub async fn reply_permission(&self, conversation_id: &str, permission_id: &str, reply: PermissionReply) -> AppResult<()> {
         let cid = conversation_id.to_string();
         let project = blocking(&self.store, move |s| {
@@ -230,7 +245,9 @@ impl Hearth {
         .await?;
         let space = space::resolve_local(&project.path)?;
         let facade = self.runtime_for(&space).await?;
-        Ok(facade.reply_permission(&space, permission_id, reply).await?)
+        facade.reply_permission(&space, permission_id, super::permissions::Permissions::to_runtime(reply)).await?;
+        self.permissions.answered(conversation_id, permission_id, reply);
+        Ok(())
     }
 
     /// Delete a conversation: stop its turn, forget its runtime session, remove it from the store.
@@ -239,6 +256,7 @@ impl Hearth {
             turn.cancel.cancel();
         }
         self.runtimes.release_conversation(conversation_id).await?;
+        self.permissions.forget([conversation_id]);
         let cid = conversation_id.to_string();
         blocking(&self.store, move |s| s.delete_conversation(&cid)).await?;
         let _ = tokio::fs::remove_dir_all(self.attachments_dir().join(conversation_id)).await;

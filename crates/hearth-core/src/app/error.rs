@@ -91,6 +91,8 @@ pub enum AppError {
     NoImageInput(String),
     #[error("Hearth could not write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("Choose the runtime binary by its full path; “{0}” is a relative one.")]
+    RelativeBinaryPath(String),
     #[error("A self-test is already running; wait for it or cancel it.")]
     SelftestRunning,
     #[error("Run the self-test first.")]
@@ -112,6 +114,7 @@ impl AppError {
             AppError::Gateway(_) => ErrorCode::Gateway,
             AppError::Grant(_) => ErrorCode::LimitReached,
             AppError::Skill(_) | AppError::AddSkill(_) => ErrorCode::Skill,
+            AppError::RelativeBinaryPath(_) => ErrorCode::InvalidInput,
             AppError::Busy => ErrorCode::Busy,
             AppError::NotRunning => ErrorCode::NotRunning,
             AppError::Write { .. } => ErrorCode::Storage,

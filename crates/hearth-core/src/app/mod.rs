@@ -7,7 +7,9 @@ mod catalog;
 mod conversations;
 pub mod diagnostics;
 mod error;
+mod permissions;
 mod profiles;
+mod runtime_binary;
 pub mod runtime_config;
 pub mod startup;
 pub mod tools;
@@ -72,6 +74,7 @@ pub struct Hearth {
     runtimes: Arc<SelectedRuntimeManager>,
     turns: Mutex<HashMap<String, RunningTurn>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
+    permissions: permissions::Permissions,
     tools: tools::Tools,
     selftest: diagnostics::SelftestSlot,
 }
@@ -126,6 +129,7 @@ impl Hearth {
             runtimes,
             turns: Mutex::new(HashMap::new()),
             staged: Mutex::new(HashMap::new()),
+            permissions: Default::default(),
             tools,
             selftest: Default::default(),
         });
@@ -157,12 +161,14 @@ impl Hearth {
         if let Some(b) = guard.as_ref() {
             return Ok(b.clone());
         }
-        let found = runtime_config::locate_binaries(&self.binary_inputs).await?;
+        let mut inputs = self.binary_inputs.clone();
+        inputs.opencode.settings_path = self.chosen_runtime_binary().await?;
+        let found = runtime_config::locate_binaries(&inputs).await?;
         *guard = Some(found.clone());
         Ok(found)
     }
 
-    /// Look for the binaries again on next use (after the user fixed an install).
+    /// Look for the binaries again on next use (after the user fixed an install or chose another).
     pub async fn forget_binaries(&self) {
         *self.binaries.lock().await = None;
     }

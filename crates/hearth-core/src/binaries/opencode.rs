@@ -1,8 +1,9 @@
 //! Locating the runtime binary and refusing any version but the pinned one.
 //!
-//! Order: an explicit path (environment, then settings) — used alone, so a mistake in it shows
-//! instead of being silently bypassed; then the copy bundled with the installed app; then the pinned
-//! npm platform package under a `node_modules` folder above any of the anchor folders.
+//! Order: an explicit path (`HEARTH_OPENCODE_BIN`, then the binary chosen in the Runtime view and
+//! kept in settings) — used alone, so a mistake in it shows instead of being silently bypassed; then
+//! the copy bundled with the installed app; then the pinned npm platform package under a
+//! `node_modules` folder above any of the anchor folders.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,7 @@ pub fn platform_packages() -> &'static [&'static str] {
 #[derive(Debug, Clone, Default)]
 pub struct LocateInputs {
     pub env_path: Option<PathBuf>,
+    /// The binary the user chose in the Runtime view (`AppSettings::runtime_binary_override`).
     pub settings_path: Option<PathBuf>,
     pub bundled_dir: Option<PathBuf>,
     /// Folders whose ancestors are searched for `node_modules/<platform package>/bin/opencode`.
@@ -104,8 +106,10 @@ pub enum LocateError {
     NotFound { searched: Vec<PathBuf> },
     #[error("The OpenCode runtime ({}) cannot be used: {problem}.{}", source_label(*.from), remedy(*.from))]
     Unusable { from: Source, problem: ProbeError },
-    #[error("The OpenCode runtime at {path} is version {found}, but Hearth needs exactly {PINNED_VERSION}. Install {NPM_PACKAGE}@{PINNED_VERSION} (scripts/setup.sh does) or point {BIN_ENV} at that version.")]
-    WrongVersion { path: PathBuf, found: String },
+    #[error("The OpenCode runtime at {path} is version {found}, but Hearth needs exactly {PINNED_VERSION}. {}", version_remedy(*.from))]
+    WrongVersion { from: Source, path: PathBuf, found: String },
+    #[error("{path} ({}) does not print a version: it is not the OpenCode runtime. {}", source_label(*.from), version_remedy(*.from))]
+    NoVersion { from: Source, path: PathBuf },
 }
 
 impl LocateError {
@@ -114,14 +118,31 @@ impl LocateError {
         match self {
             LocateError::NotFound { .. } => None,
             LocateError::Unusable { problem, .. } => Some(problem_path(problem)),
-            LocateError::WrongVersion { path, .. } => Some(path),
+            LocateError::WrongVersion { path, .. } | LocateError::NoVersion { path, .. } => Some(path),
         }
     }
 }
 
-/// What to do about an unusable copy that Hearth itself shipped: the user did not choose that path.
+/// What to do about an unusable copy: one Hearth shipped is damaged (the user did not choose that
+/// path); one chosen in the Runtime view is replaced or cleared there. Otherwise the probe's own
+/// sentence says it.
 fn remedy(source: Source) -> &'static str {
-    if source == Source::Bundled { " The installed copy is damaged: reinstall Hearth." } else { "" }
+    match source {
+        Source::Bundled => " The installed copy is damaged: reinstall Hearth.",
+        Source::Settings => SETTINGS_REMEDY_SUFFIX,
+        _ => "",
+    }
+}
+
+const SETTINGS_REMEDY_SUFFIX: &str = " Choose another file in the Runtime view, or clear your choice there to use the copy Hearth finds itself.";
+
+/// What to do about a binary that is not the pinned version, by where it came from.
+fn version_remedy(source: Source) -> String {
+    match source {
+        Source::Settings => format!("Choose the binary of {NPM_PACKAGE}@{PINNED_VERSION} in the Runtime view, or clear your choice there to use the copy Hearth finds itself."),
+        Source::Bundled => "The installed copy is damaged: reinstall Hearth.".into(),
+        _ => format!("Install {NPM_PACKAGE}@{PINNED_VERSION} (scripts/setup.sh does) or point {BIN_ENV} at that version."),
+    }
 }
 
 fn problem_path(p: &ProbeError) -> &Path {
@@ -138,7 +159,7 @@ fn problem_path(p: &ProbeError) -> &Path {
 pub fn source_label(source: Source) -> String {
     match source {
         Source::Environment => format!("from {BIN_ENV}"),
-        Source::Settings => "from settings".into(),
+        Source::Settings => "chosen in the Runtime view".into(),
         Source::Bundled => "bundled with Hearth".into(),
         Source::NodeModules => "from node_modules".into(),
         Source::SystemPath => "from PATH".into(),
@@ -157,18 +178,22 @@ pub async fn locate(inputs: &LocateInputs, env: &ProbeEnv) -> Result<Located, Lo
     let output = executable::probe_version(&chosen.path, env, VERSION_PROBE_TIMEOUT)
         .await
         .map_err(|problem| LocateError::Unusable { from: chosen.source, problem })?;
-    let found = parse_version(&output);
+    let (path, from) = (chosen.path.clone(), chosen.source);
+    let found = parse_version(&output).ok_or_else(|| LocateError::NoVersion { from, path: path.clone() })?;
     if found != PINNED_VERSION {
-        return Err(LocateError::WrongVersion { path: chosen.path.clone(), found });
+        return Err(LocateError::WrongVersion { from, path, found });
     }
-    Ok(Located { path: chosen.path.clone(), source: chosen.source, version: found })
+    Ok(Located { path, source: from, version: found })
 }
 
 /// `opencode --version` prints the bare version; take the last non-empty line so a warning printed
-/// before it does not count as the version.
-fn parse_version(output: &str) -> String {
-    let line = output.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    if line.is_empty() { "(nothing printed)".into() } else { line.trim_start_matches('v').to_string() }
+/// before it does not count as the version. `None` when that line is no version at all (another
+/// program's `--version` text, or nothing).
+fn parse_version(output: &str) -> Option<String> {
+    let line = output.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    let version = line.trim_start_matches('v');
+    let looks_like_one = version.starts_with(|c: char| c.is_ascii_digit()) && !version.contains(char::is_whitespace);
+    looks_like_one.then(|| version.to_string())
 }
 
 #[cfg(test)]
@@ -232,7 +257,7 @@ mod tests {
         fake_runtime(&bin, "1.17.0");
         let inputs = LocateInputs { env_path: Some(bin.clone()), ..Default::default() };
         let err = locate(&inputs, &env(tmp.path())).await.unwrap_err();
-        assert_eq!(err, LocateError::WrongVersion { path: bin, found: "1.17.0".into() });
+        assert_eq!(err, LocateError::WrongVersion { from: Source::Environment, path: bin, found: "1.17.0".into() });
         let msg = err.to_string();
         assert!(msg.contains("1.17.0") && msg.contains(PINNED_VERSION), "{msg}");
     }
@@ -251,6 +276,70 @@ mod tests {
         assert!(err.to_string().contains(BIN_ENV), "{err}");
     }
 
+    #[test]
+    fn the_order_is_environment_then_settings_then_bundled_then_node_modules() {
+        let inputs = LocateInputs {
+            env_path: Some("/env/opencode".into()),
+            settings_path: Some("/chosen/opencode".into()),
+            bundled_dir: Some("/app/bin".into()),
+            anchors: vec!["/checkout/target".into()],
+        };
+        let sources = |i: &LocateInputs| i.candidates().into_iter().map(|c| c.source).collect::<Vec<_>>();
+        assert_eq!(inputs.candidates(), vec![Candidate::new("/env/opencode", Source::Environment)], "an explicit path is used alone");
+        let no_env = LocateInputs { env_path: None, ..inputs.clone() };
+        assert_eq!(no_env.candidates(), vec![Candidate::new("/chosen/opencode", Source::Settings)]);
+        let neither = LocateInputs { settings_path: None, ..no_env };
+        let found = sources(&neither);
+        assert_eq!(found[0], Source::Bundled);
+        assert!(found.len() > 1 && found[1..].iter().all(|s| *s == Source::NodeModules), "{found:?}");
+    }
+
+    #[tokio::test]
+    async fn the_chosen_binary_comes_after_the_environment_and_before_the_bundled_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bundled = tmp.path().join("resources");
+        fake_runtime(&bundled.join(BIN_NAME), PINNED_VERSION);
+        let chosen = tmp.path().join("chosen/opencode");
+        fake_runtime(&chosen, PINNED_VERSION);
+        let from_env = tmp.path().join("env/opencode");
+        fake_runtime(&from_env, PINNED_VERSION);
+        let mut inputs = LocateInputs { settings_path: Some(chosen.clone()), bundled_dir: Some(bundled), ..Default::default() };
+        let got = locate(&inputs, &env(tmp.path())).await.unwrap();
+        assert_eq!((got.path, got.source), (chosen, Source::Settings));
+        inputs.env_path = Some(from_env.clone());
+        let got = locate(&inputs, &env(tmp.path())).await.unwrap();
+        assert_eq!((got.path, got.source), (from_env, Source::Environment));
+    }
+
+    #[tokio::test]
+    async fn a_chosen_binary_of_another_version_is_refused_not_bypassed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bundled = tmp.path().join("resources");
+        fake_runtime(&bundled.join(BIN_NAME), PINNED_VERSION);
+        let chosen = tmp.path().join("opencode-old");
+        fake_runtime(&chosen, "1.17.2");
+        let inputs = LocateInputs { settings_path: Some(chosen.clone()), bundled_dir: Some(bundled), ..Default::default() };
+        let err = locate(&inputs, &env(tmp.path())).await.unwrap_err();
+        assert_eq!(err, LocateError::WrongVersion { from: Source::Settings, path: chosen.clone(), found: "1.17.2".into() });
+        assert_eq!(err.path(), Some(chosen.as_path()));
+        let msg = err.to_string();
+        assert!(msg.contains("is version 1.17.2, but Hearth needs exactly 1.18.33"), "{msg}");
+        assert!(msg.ends_with("in the Runtime view, or clear your choice there to use the copy Hearth finds itself."), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_prints_no_version_is_not_the_runtime() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inputs = LocateInputs { settings_path: Some("/bin/true".into()), ..Default::default() };
+        let err = locate(&inputs, &env(tmp.path())).await.unwrap_err();
+        assert_eq!(err, LocateError::NoVersion { from: Source::Settings, path: "/bin/true".into() });
+        assert!(err.to_string().starts_with("/bin/true (chosen in the Runtime view) does not print a version: it is not the OpenCode runtime."), "{err}");
+        let silent = tmp.path().join("silent");
+        fake_runtime(&silent, "");
+        let inputs = LocateInputs { env_path: Some(silent.clone()), ..Default::default() };
+        assert_eq!(locate(&inputs, &env(tmp.path())).await.unwrap_err(), LocateError::NoVersion { from: Source::Environment, path: silent });
+    }
+
     #[tokio::test]
     async fn non_executable_file_is_reported() {
         let tmp = tempfile::tempdir().unwrap();
@@ -258,7 +347,8 @@ mod tests {
         std::fs::write(&bin, "not a program").unwrap();
         let inputs = LocateInputs { settings_path: Some(bin), ..Default::default() };
         let msg = locate(&inputs, &env(tmp.path())).await.unwrap_err().to_string();
-        assert!(msg.contains("from settings") && msg.contains("not executable"), "{msg}");
+        assert!(msg.contains("(chosen in the Runtime view)") && msg.contains("not executable"), "{msg}");
+        assert!(msg.ends_with("clear your choice there to use the copy Hearth finds itself."), "{msg}");
     }
 
     #[tokio::test]
@@ -273,9 +363,10 @@ mod tests {
 
     #[test]
     fn version_is_the_last_printed_line() {
-        assert_eq!(parse_version("warning: x\n1.18.33\n"), "1.18.33");
-        assert_eq!(parse_version("v1.18.33"), "1.18.33");
-        assert_eq!(parse_version(""), "(nothing printed)");
+        assert_eq!(parse_version("warning: x\n1.18.33\n").as_deref(), Some("1.18.33"));
+        assert_eq!(parse_version("v1.18.33").as_deref(), Some("1.18.33"));
+        assert_eq!(parse_version(" \n"), None);
+        assert_eq!(parse_version("true (GNU coreutils) 9.4\nWritten by Jim Meyering.\n"), None);
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub use messages::{Attachment, Message, MessageRole, MessageStatus, NewAttachmen
 pub use profiles::{ModelProfile, ModelProtocol, ProfileInput, BUILTIN_SCRIPTED_BASE_URL, BUILTIN_SCRIPTED_PROFILE_ID, BUILTIN_SCRIPTED_PROFILE_NAME};
 pub use projects::Project;
 pub use schema::{SCHEMA_VERSION, MIGRATIONS};
-pub use settings::{AppSettings, Theme};
+pub use settings::{peek_runtime_binary_override, AppSettings, Theme};
 pub use streaming::INTERRUPTED_REPLY_ERROR;
 
 /// File name of the database inside the data folder.

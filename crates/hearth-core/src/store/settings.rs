@@ -1,11 +1,13 @@
 //! App settings: a key → JSON table with typed accessors for the settings Hearth knows.
 
-use rusqlite::{params, OptionalExtension};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::error::{StoreError, StoreResult};
-use super::{Store, MAX_SETTING_VALUE_BYTES};
+use super::{Store, BUSY_TIMEOUT, DATABASE_FILE_NAME, MAX_SETTING_VALUE_BYTES};
 
 pub const THEME_KEY: &str = "theme";
 pub const DEFAULT_PROFILE_KEY: &str = "defaultProfileId";
@@ -85,12 +87,35 @@ impl Store {
         }
     }
 
-    /// Use another `opencode` binary (`None` = the bundled one). Checked when the runtime starts, so a
-    /// path that is wrong is reported there with the launch error.
+    /// Use another `opencode` binary (`None` = the one Hearth finds itself). Checked like any explicit
+    /// path when the runtime is next looked for: a wrong one is reported by the Runtime view and by
+    /// the next turn, never bypassed.
     pub fn set_runtime_binary_override(&self, path: Option<&str>) -> StoreResult<()> {
         match path.map(str::trim).filter(|p| !p.is_empty()) {
             Some(path) => self.set_setting(RUNTIME_BINARY_OVERRIDE_KEY, &path),
             None => self.remove_setting(RUNTIME_BINARY_OVERRIDE_KEY),
+        }
+    }
+}
+
+/// The runtime binary chosen in the Runtime view, read without opening the store, so the CLI's
+/// `doctor` and `selftest` check the binary the app would use — also while the app runs. `None`
+/// when there is no database or no choice; one that cannot be read is logged and reads as none.
+pub fn peek_runtime_binary_override(data_dir: &Path) -> Option<PathBuf> {
+    let db = data_dir.join(DATABASE_FILE_NAME);
+    if !db.is_file() {
+        return None;
+    }
+    let read = || -> rusqlite::Result<Option<String>> {
+        let conn = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.query_row("SELECT value FROM app_settings WHERE key = ?1", [RUNTIME_BINARY_OVERRIDE_KEY], |r| r.get(0)).optional()
+    };
+    match read() {
+        Ok(text) => text.and_then(|t| serde_json::from_str::<String>(&t).ok()).map(PathBuf::from),
+        Err(e) => {
+            tracing::warn!(db = %db.display(), error = %e, "could not read the chosen runtime binary; looking for the runtime as if none was chosen");
+            None
         }
     }
 }
@@ -119,6 +144,18 @@ mod tests {
         let s = store.app_settings().unwrap();
         assert_eq!((s.runtime_binary_override, s.default_profile_id), (None, None));
         assert!(matches!(store.set_app_default_profile(Some("missing")), Err(StoreError::NotFound { .. })));
+    }
+
+    #[test]
+    fn the_chosen_runtime_binary_can_be_read_without_opening_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(peek_runtime_binary_override(dir.path()), None, "no database yet");
+        let store = open_at(dir.path());
+        assert_eq!(peek_runtime_binary_override(dir.path()), None, "no choice");
+        store.set_runtime_binary_override(Some("/opt/opencode/bin/opencode")).unwrap();
+        assert_eq!(peek_runtime_binary_override(dir.path()), Some(PathBuf::from("/opt/opencode/bin/opencode")), "read while the store is open");
+        store.set_runtime_binary_override(None).unwrap();
+        assert_eq!(peek_runtime_binary_override(dir.path()), None);
     }
 
     #[test]
