@@ -1,5 +1,6 @@
 //! The self-test's sandbox on a full disk: the check fails with a readable reason, removes the
-//! sandbox and leaves nothing running. Needs root to mount a small tmpfs (CI runs as root).
+//! sandbox and leaves nothing running — within seconds, not at a step's timeout (the runtime stalls on a
+//! full disk rather than failing). Needs root to mount a small tmpfs (CI runs as root).
 
 mod support;
 

@@ -182,6 +182,11 @@ async fn run(
             let outcome = tokio::select! {
                 r = isolation_steps::steps(&ctx, report) => r,
                 _ = cancel.cancelled() => Err(CheckError::Cancelled),
+                free = sandbox.until_full_for_grace() => Err(CheckError::DiskFull {
+                    step: "The check stopped: the runtime cannot write.".into(),
+                    free_kib: free / 1024,
+                    path: sandbox.path().display().to_string(),
+                }),
             };
             ctx.model.shutdown().await;
             outcome
@@ -193,7 +198,7 @@ async fn run(
     };
 
     let outcome = match outcome {
-        Err(e) if !matches!(e, CheckError::Cancelled) => match sandbox.disk_full() {
+        Err(e) if !matches!(e, CheckError::Cancelled | CheckError::DiskFull { .. }) => match sandbox.disk_full() {
             Some(free) => Err(CheckError::DiskFull { step: e.to_string(), free_kib: free / 1024, path: sandbox.path().display().to_string() }),
             None => Err(e),
         },

@@ -27,6 +27,11 @@ pub struct Sandbox {
 
 /// Below this much free space the sandbox's disk counts as full.
 pub const DISK_FULL_BYTES: u64 = 1024 * 1024;
+/// How often a running check looks at the sandbox's free space.
+pub const DISK_WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+/// A disk full this long stops the check: the runtime does not fail its writes on a full disk, it
+/// stalls, so waiting for a step's own timeout would cost minutes.
+pub const DISK_FULL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Sandbox {
     /// A fresh sandbox under `parent` (the system temporary folder when `None`).
@@ -42,6 +47,22 @@ impl Sandbox {
     pub fn free_bytes(&self) -> Option<u64> {
         let st = nix::sys::statvfs::statvfs(self.path()).ok()?;
         Some(u64::from(st.blocks_available()) * st.fragment_size())
+    }
+
+    /// Resolves (with the free bytes) once the disk has stayed full for [`DISK_FULL_GRACE`]; never
+    /// otherwise.
+    pub async fn until_full_for_grace(&self) -> u64 {
+        let mut full_since: Option<tokio::time::Instant> = None;
+        loop {
+            match self.disk_full() {
+                Some(free) if full_since.is_some_and(|since| since.elapsed() >= DISK_FULL_GRACE) => return free,
+                Some(_) => {
+                    full_since.get_or_insert_with(tokio::time::Instant::now);
+                }
+                None => full_since = None,
+            }
+            tokio::time::sleep(DISK_WATCH_POLL).await;
+        }
     }
 
     /// Is the disk under the sandbox full (a step's failure is then most likely that)?
