@@ -37,22 +37,27 @@ stage "UI type check and unit tests (svelte-check, Vitest)"
 npm run --silent ui:check
 npm run --silent test:ui
 
-stage "Rust tests (workspace: unit, integration, bindings)"
-cargo test --workspace --locked
+# One release build serves every stage: the tests, the app the self-test and the window tests run,
+# and (with HEARTH_TEST_PACKAGE=1) the bundles, whose build reuses it. Tests and app share every
+# dependency's build because no feature differs between them (see the workspace Cargo.toml).
+CARGO_FLAGS=(--locked --release)
+stage "Rust tests (workspace: unit, integration, bindings; release build)"
+cargo test --workspace "${CARGO_FLAGS[@]}" --features hearth/custom-protocol
 
-stage "app build (debug)"
-cargo build -p hearth --locked
+stage "app build (release, the UI embedded as in the bundles)"
+cargo build -p hearth "${CARGO_FLAGS[@]}" --features custom-protocol
+APP_BIN=target/release/hearth
 
-stage "CLI self-test (reuse + isolation against the real runtime: 2 projects with an 8 MiB corpus, then 10 projects)"
+stage "CLI self-test (reuse + isolation against the real runtime: 2 projects with a 32 MiB corpus, then 10 projects with 8 MiB)"
 mkdir -p test-output
 selftest_data=$(mktemp -d)
-HEARTH_DATA_DIR="$selftest_data" ./target/debug/hearth selftest --projects 2 --corpus 8 --json > test-output/selftest-2-projects.json
-HEARTH_DATA_DIR="$selftest_data" ./target/debug/hearth selftest --projects 10 --corpus 0 --json > test-output/selftest-10-projects.json
+HEARTH_DATA_DIR="$selftest_data" "$APP_BIN" selftest --projects 2 --corpus 32 --json > test-output/selftest-2-projects.json
+HEARTH_DATA_DIR="$selftest_data" "$APP_BIN" selftest --projects 10 --corpus 8 --json > test-output/selftest-10-projects.json
 rm -rf "$selftest_data"
 echo "self-test passed: reports in test-output/selftest-*.json"
 
 stage "e2e (Xvfb + tauri-driver + real window)"
-npm run --silent test:e2e
+HEARTH_APP_BIN="$APP_BIN" npm run --silent test:e2e
 
 if [ "${HEARTH_TEST_PACKAGE:-0}" = 1 ]; then
   stage "installed app (release bundles, dpkg -i, installed self-test and window, removal)"
