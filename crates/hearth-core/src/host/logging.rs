@@ -16,9 +16,10 @@ pub const DEFAULT_FILTER: &str = "info,hearth=debug,hearth_core=debug";
 /// so only warnings go beside it (the log file still gets everything).
 pub const QUIET_CONSOLE_FILTER: &str = "warn";
 
-/// Added to every filter, `RUST_LOG` included: rmcp logs whole MCP messages below `info`, and a
-/// gateway call's arguments carry its session stamp.
-pub const ALWAYS_DIRECTIVES: &[&str] = &["rmcp=info"];
+/// The most detail rmcp may log, `RUST_LOG` included: below `info` it logs whole MCP messages, and a
+/// gateway call's arguments carry its session stamp. A cap, never a raise: a `warn` filter keeps
+/// rmcp at `warn`.
+pub const RMCP_MOST_DETAIL: tracing::Level = tracing::Level::INFO;
 
 /// Hex characters of a secret's hash shown in logs (see [`log_tag`]).
 pub const LOG_TAG_CHARS: usize = 12;
@@ -48,9 +49,14 @@ pub enum LoggingError {
     AlreadySet,
 }
 
-/// The filter for `spec`, with [`ALWAYS_DIRECTIVES`] on top.
+/// The filter for `spec`, with rmcp capped at [`RMCP_MOST_DETAIL`].
 pub fn filter(spec: &str) -> EnvFilter {
-    ALWAYS_DIRECTIVES.iter().fold(EnvFilter::new(spec), |f, d| f.add_directive(d.parse().expect("a valid directive")))
+    let base = EnvFilter::new(spec);
+    // `LevelFilter` orders OFF < ERROR < … < TRACE: the cap is the quieter of the two.
+    let rmcp = base.max_level_hint().map_or(tracing::level_filters::LevelFilter::from_level(RMCP_MOST_DETAIL), |hint| {
+        hint.min(tracing::level_filters::LevelFilter::from_level(RMCP_MOST_DETAIL))
+    });
+    base.add_directive(format!("rmcp={rmcp}").parse().expect("a valid directive"))
 }
 
 /// The filters of the file and of stderr, from `RUST_LOG` (which then rules both) or the defaults.
@@ -134,6 +140,21 @@ mod tests {
         let text = String::from_utf8_lossy(&buf.lock().unwrap()).to_string();
         assert!(!text.contains("mcp-message-marker"), "{text}");
         assert!(text.contains("rmcp-info-marker") && text.contains("hearth-trace-marker"), "{text}");
+    }
+
+    #[test]
+    fn the_rmcp_cap_never_makes_a_quiet_filter_louder() {
+        use std::sync::{Arc, Mutex};
+        let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let writer = buf.clone();
+        let subscriber =
+            tracing_subscriber::registry().with(fmt::layer().with_writer(move || Capture(writer.clone())).with_filter(filter(QUIET_CONSOLE_FILTER)));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::service", "rmcp-info-marker");
+            tracing::warn!(target: "rmcp::service", "rmcp-warn-marker");
+        });
+        let text = String::from_utf8_lossy(&buf.lock().unwrap()).to_string();
+        assert!(!text.contains("rmcp-info-marker") && text.contains("rmcp-warn-marker"), "{text}");
     }
 
     #[test]
