@@ -47,6 +47,9 @@ cargo test --workspace "${CARGO_FLAGS[@]}" --features hearth/custom-protocol
 stage "app build (release, the UI embedded as in the bundles)"
 cargo build -p hearth "${CARGO_FLAGS[@]}" --features custom-protocol
 APP_BIN=target/release/hearth
+# A bundle build copies its resources (the runtime, rg) beside the binary, where the app takes them
+# for its bundled copy; the tests want the app as built here, finding the runtime in node_modules.
+rm -rf target/release/bin
 
 stage "CLI self-test (reuse + isolation against the real runtime: 2 projects with a 32 MiB corpus, then 10 projects with 8 MiB)"
 mkdir -p test-output

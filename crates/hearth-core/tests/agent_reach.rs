@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use hearth_core::opencode::launch::{CONFIG_ENV, PASSWORD_ENV, USERNAME, USERNAME_ENV};
+use hearth_core::opencode::config::PluginSource;
 use hearth_core::opencode::OpenCodeRuntime;
 use hearth_core::runtime::*;
 use hearth_core::scripted_model::{default_reply, Reply, Script, ScriptedModelServer};
@@ -138,11 +139,17 @@ async fn nothing_the_agents_shell_finds_opens_the_runtimes_api() {
     model.shutdown().await;
 }
 
-/// A plugin file that writes `marker` when the runtime loads it (at import, before any export runs).
-fn plugin_writing(path: &Path, marker: &Path) {
+/// Source of a plugin that writes `marker` when the runtime loads it (at import, before any
+/// export runs).
+fn plugin_source_writing(marker: &Path) -> String {
     let marker = serde_json::to_string(&marker.to_string_lossy()).unwrap();
+    format!("import {{ writeFileSync }} from \"node:fs\";\nwriteFileSync({marker}, \"loaded\");\nexport const P = async () => ({{}});\n")
+}
+
+/// A plugin file at `path` that writes `marker` when the runtime loads it.
+fn plugin_writing(path: &Path, marker: &Path) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("import {{ writeFileSync }} from \"node:fs\";\nwriteFileSync({marker}, \"loaded\");\nexport const P = async () => ({{}});\n")).unwrap();
+    std::fs::write(path, plugin_source_writing(marker)).unwrap();
 }
 
 const AGENTS_TEXT: &str = "Answer like a lighthouse keeper (AGENTS-7731).";
@@ -169,13 +176,12 @@ async fn a_projects_configuration_and_code_stay_out_of_the_runtime_but_its_agent
     let project_config = json!({ "plugin": [format!("file://{}", project.join("tools/evil.js").display())], "instructions": ["config-instructions.md"] });
     std::fs::write(project.join("opencode.json"), project_config.to_string()).unwrap();
     // One of Hearth's own plugins, as the gateway's is: it loads.
-    let witness = base.join("hearth-plugin/witness.js");
-    plugin_writing(&witness, &marker("hearth-plugin"));
+    let witness = PluginSource { file_name: "witness.js".into(), source: plugin_source_writing(&marker("hearth-plugin")) };
 
     let space = resolve_local(&project).unwrap();
     let model = ScriptedModelServer::start(agent()).unwrap();
     let mut config = support::scripted_config(&found, &model, false);
-    config.plugins.push(format!("file://{}", witness.display()));
+    config.plugins.push(witness);
     let rt = OpenCodeRuntime::new(config, base.join("rt"), RuntimeHost::default());
 
     let turn = collect(&rt, request("project", "Say hello", &space)).await;

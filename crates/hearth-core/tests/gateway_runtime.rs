@@ -120,7 +120,7 @@ async fn each_tool_call_runs_under_the_grant_of_the_request_that_made_it() {
     let mut config = support::scripted_config(&support::FoundRuntime { binary, rg_dir }, &model, false);
     let private = root.join("gateway");
     config.mcp.insert(GATEWAY_MCP_NAME.into(), gw.mcp_entry_with_secret_file(&private).unwrap());
-    config.plugins.push(plugin_url(&gw.write_plugin(&private).unwrap()));
+    config.plugins.push(gw.plugin(&private).unwrap());
     config.skills_paths.push(staged_skills(&root));
     assert!(!config.to_opencode_json(Path::new("/s")).to_string().contains(gw.authorization().trim_start_matches("Bearer ")), "the secret is referenced by file");
     let host = RuntimeHost { hooks: Some(hooks.clone() as Arc<dyn RunHooks>), ..Default::default() };

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::knowledge::{KnowledgeService, Library, LibraryId, SearchHit};
-use crate::toolbox::gateway::{self, AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME};
+use crate::opencode::config::PluginSource;
+use crate::toolbox::gateway::{AllowedCallers, CustomServerConfig, CustomServerStatus, Gateway, GatewayOptions, GatewayRunHooks, GrantScope, RunGrant, DEFAULT_GRANT_TTL, GATEWAY_MCP_NAME};
 use crate::toolbox::knowledge_bridge::KnowledgeBridge;
 use crate::opencode::config::RuntimeConfig;
 use crate::opencode::FAMILY as OPENCODE_FAMILY;
@@ -22,7 +23,7 @@ pub struct Tools {
     pub hooks: Arc<GatewayRunHooks>,
     /// The runtime config's `mcp` entry for the gateway (secret referenced by file).
     mcp_entry: serde_json::Value,
-    plugin_url: String,
+    plugin: PluginSource,
     skills: Arc<SkillStager>,
 }
 
@@ -36,13 +37,12 @@ impl Tools {
         let gw = Gateway::start(GatewayOptions { knowledge: Some(Arc::new(KnowledgeBridge(knowledge.clone()))), callers, ..Default::default() }).await?;
         let private = data_dir.join("runtime").join("gateway");
         let mcp_entry = gw.mcp_entry_with_secret_file(&private)?;
-        let plugin = gw.write_plugin(&private)?;
-        let plugin_url = gateway::plugin_url(&plugin);
+        let plugin = gw.plugin(&private)?;
         Ok(Self {
             knowledge,
             hooks: GatewayRunHooks::new(Arc::new(gw)),
             mcp_entry,
-            plugin_url,
+            plugin,
             skills: Arc::new(SkillStager::new(data_dir.join("skills"), data_dir.join("runtime").join("skills"))),
         })
     }
@@ -52,7 +52,7 @@ impl Tools {
     /// (nor restarts the runtime); new instances read the new generation.
     pub async fn configure(&self, config: &mut RuntimeConfig) {
         config.mcp.insert(GATEWAY_MCP_NAME.into(), self.mcp_entry.clone());
-        config.plugins.push(self.plugin_url.clone());
+        config.plugins.push(self.plugin.clone());
         config.skills_paths.push(self.skills.link().to_path_buf());
         let stager = self.skills.clone();
         match tokio::task::spawn_blocking(move || stager.refresh()).await {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::toolbox::gateway::{
-    plugin_url, AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
+    AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
     GATEWAY_MCP_NAME,
 };
 use crate::opencode::{OpenCodeRuntime, FAMILY as OPENCODE_FAMILY};
@@ -203,7 +203,7 @@ async fn setup_and_steps(
         }
         let private = owned.sandbox.path().join("gateway");
         config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
-        config.plugins.push(plugin_url(&gateway.write_plugin(&private).map_err(|e| sandbox_err(&e))?));
+        config.plugins.push(gateway.plugin(&private).map_err(|e| sandbox_err(&e))?);
         config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
         run_hooks = Some(hooks as Arc<dyn RunHooks>);
     }

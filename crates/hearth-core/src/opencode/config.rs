@@ -65,6 +65,14 @@ impl ModelProfile {
     }
 }
 
+/// A plugin Hearth gives the runtime, as source: launch writes it afresh into the runtime's private
+/// root each time, so a plugin file the agent's shell changed is never what a new runtime loads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PluginSource {
+    pub file_name: String,
+    pub source: String,
+}
+
 /// Everything that makes one runtime process what it is. Two equal configurations share a process;
 /// a different one means a different process (the registry keys runtimes by `key()`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -75,8 +83,8 @@ pub struct RuntimeConfig {
     pub profiles: Vec<ModelProfile>,
     /// Profile used when a run names none.
     pub default_profile: String,
-    /// Plugin files (`file://` URLs) loaded by the runtime.
-    pub plugins: Vec<String>,
+    /// Plugins the runtime loads (after the runtime guard, which launch adds first).
+    pub plugins: Vec<PluginSource>,
     /// The `mcp` section, as OpenCode expects it.
     pub mcp: BTreeMap<String, Value>,
     pub skills_paths: Vec<PathBuf>,
@@ -195,9 +203,6 @@ impl RuntimeConfig {
         if let Some(model) = model {
             cfg["model"] = json!(model);
             cfg["small_model"] = json!(model);
-        }
-        if !self.plugins.is_empty() {
-            cfg["plugin"] = json!(self.plugins);
         }
         if !self.mcp.is_empty() {
             cfg["mcp"] = json!(self.mcp);

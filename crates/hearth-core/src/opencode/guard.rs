@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::client::{ApiError, Client};
+use super::config::PluginSource;
 use super::launch::{CONFIG_ENV, PASSWORD_ENV, USERNAME_ENV};
 
 /// File name of the generated guard plugin.
@@ -139,14 +140,26 @@ fn plugin_files(config: &Value) -> Vec<PathBuf> {
     files
 }
 
-/// Write the guard into `dir` and put it first in the configuration's `plugin` list (plugins load
-/// in order, and the gate must be up before any other). Returns the guard's path.
-pub fn install(config: &mut Value, dir: &Path) -> std::io::Result<PathBuf> {
+/// Write the guard and `plugins` into `dir`, afresh (the agent's shell may have changed the files
+/// since the last launch), and list them in the configuration's `plugin` list, the guard first
+/// (plugins load in order, and the gate must be up before any other). Returns the guard's path.
+pub fn install(config: &mut Value, dir: &Path, plugins: &[PluginSource]) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
+    let mut listed: Vec<Value> = Vec::new();
+    for plugin in plugins {
+        let plain = Path::new(&plugin.file_name).file_name().is_some_and(|n| n == plugin.file_name.as_str());
+        if !plain || plugin.file_name == GUARD_FILE_NAME {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("a plugin's file name must be a plain name other than the guard's: {}", plugin.file_name)));
+        }
+        let path = dir.join(&plugin.file_name);
+        std::fs::write(&path, &plugin.source)?;
+        listed.push(json!(format!("{FILE_URL_PREFIX}{}", path.display())));
+    }
+    listed.extend(config.get("plugin").and_then(Value::as_array).cloned().unwrap_or_default());
     let path = dir.join(GUARD_FILE_NAME);
-    std::fs::write(&path, guard_source(&plugin_files(config)))?;
+    std::fs::write(&path, guard_source(&plugin_files(&json!({ "plugin": listed }))))?;
     let mut plugins = vec![json!(format!("{FILE_URL_PREFIX}{}", path.display()))];
-    plugins.extend(config.get("plugin").and_then(Value::as_array).cloned().unwrap_or_default());
+    plugins.extend(listed);
     if let Some(obj) = config.as_object_mut() {
         obj.insert("plugin".into(), Value::Array(plugins));
     }
@@ -184,7 +197,7 @@ mod tests {
         let other = dir.path().join("gateway.js");
         std::fs::write(&other, "").unwrap();
         let mut config = json!({ "plugin": [format!("file://{}", other.display()), "some-npm-plugin"], "model": "m" });
-        let path = install(&mut config, &dir.path().join("guard")).unwrap();
+        let path = install(&mut config, &dir.path().join("guard"), &[]).unwrap();
         let plugins = config["plugin"].as_array().unwrap();
         assert_eq!(plugins[0], json!(format!("file://{}", path.display())));
         assert_eq!(plugins.len(), 3, "the others stay, in order: {plugins:?}");
@@ -199,9 +212,33 @@ mod tests {
     fn a_configuration_without_plugins_gets_the_guard_alone() {
         let dir = tempfile::tempdir().unwrap();
         let mut config = json!({ "model": "m" });
-        let path = install(&mut config, dir.path()).unwrap();
+        let path = install(&mut config, dir.path(), &[]).unwrap();
         assert_eq!(config["plugin"], json!([format!("file://{}", path.display())]));
         assert!(std::fs::read_to_string(&path).unwrap().contains("const ALLOWED_CODE = new Set([]);"));
+    }
+
+    #[test]
+    fn hearths_plugins_are_written_afresh_after_the_guard_and_a_changed_file_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = PluginSource { file_name: "stamp.js".into(), source: "export const P = async () => ({});".into() };
+        let mut config = json!({});
+        let guard = install(&mut config, dir.path(), std::slice::from_ref(&plugin)).unwrap();
+        let written = dir.path().join("stamp.js");
+        assert_eq!(config["plugin"], json!([format!("file://{}", guard.display()), format!("file://{}", written.display())]));
+        assert!(std::fs::read_to_string(&guard).unwrap().contains(&json!([written.to_string_lossy()]).to_string()), "the gate allows it");
+        // The agent's shell rewrites it between launches: the next launch writes Hearth's again.
+        std::fs::write(&written, "export const P = async () => { steal(); };").unwrap();
+        install(&mut json!({}), dir.path(), std::slice::from_ref(&plugin)).unwrap();
+        assert_eq!(std::fs::read_to_string(&written).unwrap(), plugin.source);
+    }
+
+    #[test]
+    fn a_plugin_name_that_is_a_path_or_the_guards_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["../x.js", "a/b.js", GUARD_FILE_NAME, ""] {
+            let plugin = PluginSource { file_name: name.into(), source: String::new() };
+            assert!(install(&mut json!({}), dir.path(), &[plugin]).is_err(), "{name}");
+        }
     }
 
     #[test]

@@ -74,8 +74,10 @@ pub struct LaunchSpec {
     pub rg_dir: Option<PathBuf>,
     /// Private root: the runtime's HOME, data and config live below it.
     pub root: PathBuf,
-    /// `OPENCODE_CONFIG_CONTENT`.
+    /// `OPENCODE_CONFIG_CONTENT` (launch adds the `plugin` list).
     pub config: serde_json::Value,
+    /// Written into the private root at each launch, after the guard.
+    pub plugins: Vec<super::config::PluginSource>,
     /// Files to write (0600) before launch: API keys referenced by `{file:…}` in the config.
     pub secret_files: Vec<(PathBuf, String)>,
     pub listen_timeout: Duration,
@@ -174,7 +176,7 @@ fn prepare_root(spec: &LaunchSpec) -> Result<serde_json::Value, LaunchError> {
     }
     let mut config = spec.config.clone();
     let guard_dir = spec.root.join(GUARD_DIR);
-    super::guard::install(&mut config, &guard_dir).map_err(err(&guard_dir))?;
+    super::guard::install(&mut config, &guard_dir, &spec.plugins).map_err(err(&guard_dir))?;
     // With any plugin configured (the guard is one) the runtime first npm-installs its plugin
     // package into the config folder and, offline, waits ~70 s per new project for that to fail;
     // a pre-seeded folder skips it.
@@ -340,6 +342,7 @@ mod tests {
             rg_dir: None,
             root: dir.join("root"),
             config: serde_json::json!({"a": 1}),
+            plugins: vec![],
             secret_files: vec![(dir.join("root/secrets/k.key"), "sk-1".into())],
             listen_timeout: timeout,
             records_dir: Some(dir.join("records")),

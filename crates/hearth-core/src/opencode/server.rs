@@ -167,6 +167,7 @@ impl ServerSlot {
             rg_dir: self.config.rg_dir.clone(),
             root: self.root.clone(),
             config: self.config.to_opencode_json(&secrets),
+            plugins: self.config.plugins.clone(),
             secret_files,
             listen_timeout: launch::LISTEN_TIMEOUT,
             records_dir: self.host.records_dir.clone(),

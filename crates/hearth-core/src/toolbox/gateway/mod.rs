@@ -5,7 +5,7 @@
 //! 0. Start it with [`GatewayOptions::callers`] naming the runtime's process: connections held by
 //!    any other process (the agent's own tools included) are refused, secret or not.
 //! 1. At launch: `RuntimeConfig.mcp[GATEWAY_MCP_NAME] = gateway.mcp_entry_with_secret_file(dir)?`
-//!    and `RuntimeConfig.plugins.push(plugin_url(&gateway.write_plugin(dir)?))`, and before
+//!    and `RuntimeConfig.plugins.push(gateway.plugin(dir)?)`, and before
 //!    spawning, `preseed_plugin_dependencies(&root.join("config/opencode"))?` (else every new
 //!    project instance waits ~70 s for an offline npm install; see
 //!    [`plugin::preseed_plugin_dependencies`]).
@@ -35,6 +35,7 @@ pub mod sessions;
 mod spawn;
 pub mod truncate;
 
+use crate::opencode::config::PluginSource;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,7 +49,7 @@ pub use grants::{CapabilityToken, GrantError, GrantScope, DEFAULT_GRANT_TTL};
 pub use hooks::{GatewayRunHooks, RunGrant};
 pub use knowledge_tools::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, KnowledgeRefusal};
 pub use naming::GATEWAY_MCP_NAME;
-pub use plugin::{plugin_url, preseed_plugin_dependencies, SESSION_ARG};
+pub use plugin::{preseed_plugin_dependencies, SESSION_ARG};
 pub use record::ForwardedCall;
 pub use server::{FORBIDDEN_SENTENCE, MCP_PATH, STAMP_KEY_PATH, UNAUTHORIZED_SENTENCE};
 pub use sessions::{AuthError, UNBOUND_SESSION_WAIT};
@@ -134,12 +135,12 @@ impl Gateway {
         Ok(path)
     }
 
-    /// Write the runtime plugin that stamps this gateway's calls into `dir` (with the secret file
-    /// it reads) and return its path, for `RuntimeConfig.plugins` as [`plugin_url`].
-    pub fn write_plugin(&self, dir: &Path) -> Result<std::path::PathBuf, GatewayError> {
+    /// The runtime plugin that stamps this gateway's calls, for `RuntimeConfig.plugins` (launch
+    /// writes it); the secret file it reads is written into `dir`.
+    pub fn plugin(&self, dir: &Path) -> Result<PluginSource, GatewayError> {
         let secret_file = self.write_secret_file(dir)?;
         let key_url = format!("http://{}{STAMP_KEY_PATH}", self.addr);
-        plugin::write_plugin(dir, &key_url, &secret_file).map_err(GatewayError::PluginFile)
+        Ok(PluginSource { file_name: plugin::PLUGIN_FILE_NAME.into(), source: plugin::plugin_source(&key_url, &secret_file) })
     }
 
     /// The stamp the plugin writes under [`SESSION_ARG`] for a call made in `session_id`. For a

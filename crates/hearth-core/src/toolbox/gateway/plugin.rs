@@ -11,7 +11,7 @@
 //! The plugin also drops `task_id` from `task` calls: with it the runtime would run the subagent
 //! in ANY existing session, another conversation's included.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::naming::runtime_tool_prefix;
 
@@ -75,17 +75,6 @@ export const HearthGatewaySession = async () => ({{
     )
 }
 
-/// Write the plugin into `dir` and return its path (pass [`plugin_url`] of it in
-/// `RuntimeConfig.plugins`). Writing the same content again leaves the file as it is.
-pub(super) fn write_plugin(dir: &Path, key_url: &str, secret_file: &Path) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join(PLUGIN_FILE_NAME);
-    let source = plugin_source(key_url, secret_file);
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(source.as_str()) {
-        std::fs::write(&path, source)?;
-    }
-    Ok(path)
-}
 
 /// The runtime installs `@opencode-ai/plugin` into each config folder it reads, and a runtime
 /// with plugins waits for that install before it creates a project instance: offline (the
@@ -111,10 +100,6 @@ pub fn preseed_plugin_dependencies(config_dir: &Path) -> std::io::Result<()> {
 /// The package the runtime wants in every config folder.
 pub const PLUGIN_PACKAGE: &str = "@opencode-ai/plugin";
 
-/// `file://` URL of a plugin path, as the runtime config expects.
-pub fn plugin_url(path: &Path) -> String {
-    format!("file://{}", path.display())
-}
 
 #[cfg(test)]
 mod tests {
@@ -146,13 +131,4 @@ mod tests {
         assert_eq!(read("package-lock.json")["packages"][""]["dependencies"][PLUGIN_PACKAGE], crate::opencode::PINNED_VERSION);
     }
 
-    #[test]
-    fn write_plugin_gives_a_file_url() {
-        let dir = tempfile::tempdir().unwrap();
-        let (url, secret) = ("http://127.0.0.1:9/stamp-key", dir.path().join("s"));
-        let path = write_plugin(dir.path(), url, &secret).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), plugin_source(url, &secret));
-        assert!(plugin_url(&path).starts_with("file:///"));
-        assert_eq!(write_plugin(dir.path(), url, &secret).unwrap(), path);
-    }
 }
