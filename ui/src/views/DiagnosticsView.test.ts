@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { render, screen } from "@testing-library/svelte";
-import type { DiagnosticsStatus, RegisteredRuntimeStatus } from "../lib/bindings";
+import type { DiagnosticsStatus } from "../lib/bindings";
+import { runtimeProcess } from "../testing/fixtures";
 
 const diagnosticsStatus = vi.fn();
 vi.mock("../lib/bindings", () => ({ commands: { diagnosticsStatus: () => diagnosticsStatus() } }));
@@ -9,17 +10,7 @@ vi.mock("@tauri-apps/api/core", () => ({ Channel: class {} }));
 const { default: DiagnosticsView } = await import("./DiagnosticsView.svelte");
 
 function status(launches: number, lastExit: string | null): DiagnosticsStatus {
-  const runtime: RegisteredRuntimeStatus = {
-    ownerId: 1,
-    family: "opencode",
-    key: "k",
-    retired: false,
-    facades: 1,
-    activeRuns: 0,
-    warmInstances: [],
-    runtime: { running: true, pid: 4242, url: "http://127.0.0.1:1", version: "1.18.33", launches, lastExit, activeRuns: 0, openInstances: [], uptimeMs: 1000 },
-  };
-  return { runtimes: [runtime], memory: [], mcpServers: [], logTail: "", logDir: "/d/logs", selftestRunning: false };
+  return { runtimes: [runtimeProcess(launches, lastExit)], memory: [], mcpServers: [], logTail: "", logDir: "/d/logs", selftestRunning: false };
 }
 
 describe("DiagnosticsView", () => {

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { cleanup, render, screen, fireEvent } from "@testing-library/svelte";
 import RuntimeView from "./RuntimeView.svelte";
-import type { RegisteredRuntimeStatus, RuntimeReport, SecretsLocation } from "../lib/bindings";
+import type { RuntimeReport, SecretsLocation } from "../lib/bindings";
+import { runtimeProcess } from "../testing/fixtures";
 
 const report: RuntimeReport = {
   pinnedVersion: "1.18.33",
@@ -96,21 +97,11 @@ describe("RuntimeView: the chosen binary and restarts", () => {
   });
 
   it("shows how often the runtime was restarted and how its last process ended", async () => {
-    const proc = (launches: number, lastExit: string | null): RegisteredRuntimeStatus => ({
-      ownerId: launches,
-      family: "opencode",
-      key: "k",
-      retired: false,
-      facades: 1,
-      activeRuns: 0,
-      warmInstances: [],
-      runtime: { running: true, pid: 4242, url: null, version: "1.18.33", launches, lastExit, activeRuns: 0, openInstances: [], uptimeMs: 10 },
-    });
-    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [proc(1, null)] });
+    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [runtimeProcess(1, null)] });
     await screen.findByTestId("runtime-processes");
     expect(screen.queryByTestId("runtime-restarts")).toBeNull();
     cleanup();
-    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [proc(3, "signal: 9 (SIGKILL)")] });
+    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [runtimeProcess(3, "signal: 9 (SIGKILL)")] });
     expect((await screen.findByTestId("runtime-restarts")).textContent).toBe("restarted 2 times; last exit: signal: 9 (SIGKILL)");
   });
 
