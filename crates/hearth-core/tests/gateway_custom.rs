@@ -93,7 +93,11 @@ async fn fixture_tools_are_proxied_only_under_a_grant_that_names_the_server() {
 
     // Frozen list: the server adds a tool, but it is not dynamic, so the gateway does not offer it.
     let _ = call(&c, "fixture_unlock_bonus", json!({}), &gw.stamp("ses_a")).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gw.custom_server_announced_tool_change("fx") {
+        assert!(Instant::now() < deadline, "the server never announced its new tool");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let listed: Vec<String> = c.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
     assert!(!listed.contains(&"fixture_bonus".to_string()), "{listed:?}");
 

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use hearth_core::host::clock::{self, ManualClock, SharedClock};
 use hearth_core::toolbox::gateway::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -55,17 +56,22 @@ const SES_B: &str = "ses_bravo_93d0";
 const SES_C: &str = "ses_charlie_0a4f";
 const PRIVATE_TEXT: &str = "Prism budget is secret.";
 
-async fn gateway_with(limits: GatewayLimits) -> Gateway {
+async fn gateway_with(limits: GatewayLimits, clock: SharedClock) -> Gateway {
     let kb = InMemoryKnowledge::default();
     kb.add("public", "doc-1", "Relay glossary", "The Prism Relay bends light between targets.");
     kb.add("private", "doc-2", "Budget", PRIVATE_TEXT);
     // The test process plays the runtime: it is the one allowed caller.
-    Gateway::start(GatewayOptions { knowledge: Some(Arc::new(kb)), limits, callers: AllowedCallers::this_process(), ..Default::default() }).await.unwrap()
+    Gateway::start(GatewayOptions { knowledge: Some(Arc::new(kb)), limits, callers: AllowedCallers::this_process(), clock, ..Default::default() }).await.unwrap()
 }
 
 /// Unbound sessions wait only a moment here; the wait itself is tested beside `Sessions`.
 async fn gateway() -> Gateway {
-    gateway_with(GatewayLimits { unbound_session_wait: Duration::from_millis(200), ..Default::default() }).await
+    gateway_on(clock::system()).await
+}
+
+/// The same, with grants' expiry measured on `clock`.
+async fn gateway_on(clock: SharedClock) -> Gateway {
+    gateway_with(GatewayLimits { unbound_session_wait: Duration::from_millis(200), ..Default::default() }, clock).await
 }
 
 fn secret(gw: &Gateway) -> String {
@@ -156,7 +162,8 @@ async fn without_the_gateway_secret_every_request_is_401() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_runs_under_its_own_request_grant_or_is_refused() {
     logs();
-    let gw = gateway().await;
+    let clock = ManualClock::new();
+    let gw = gateway_on(clock.clone()).await;
     let c = client(&gw).await;
     let names: Vec<String> = c.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
     assert!(names.contains(&"knowledge_search".to_string()) && names.contains(&"knowledge_read".to_string()), "{names:?}");
@@ -196,9 +203,9 @@ async fn every_call_runs_under_its_own_request_grant_or_is_refused() {
     assert!(text(&theirs).contains(PRIVATE_TEXT), "B's own stamp reaches B's library: {}", text(&theirs));
 
     // Expired grant.
-    let short = gw.grant("req-c", scope(&["public"], Duration::from_millis(200))).unwrap();
+    let short = gw.grant("req-c", scope(&["public"], Duration::from_secs(60))).unwrap();
     gw.bind_session(SES_C, "req-c", &short).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.advance(Duration::from_secs(60));
     assert_refused(&call(&c, "knowledge_search", q.clone(), Some(&stamp_c)).await, "expired");
 
     // A new request on the same session moves the session to the new grant; the old one ends.

@@ -1,8 +1,9 @@
-//! The machine Hearth runs on: child processes that never outlive it, process information, which
+//! The machine Hearth runs on: its clock, child processes that never outlive it, process information, which
 //! process is behind a loopback connection, the data folder's paths, logging, the
 //! one-Hearth-per-data-folder lock and the records of runtime processes swept at start-up.
 
 pub mod child;
+pub mod clock;
 pub mod logging;
 pub mod paths;
 pub mod peer;

@@ -15,6 +15,7 @@ use super::plugin::SESSION_ARG;
 use super::record::{CallLog, ForwardedCall};
 use super::sessions::{AuthError, Sessions, UNBOUND_SESSION_WAIT};
 use super::truncate::{truncate_with_notice, MAX_RESULT_BYTES};
+use crate::host::clock::SharedClock;
 
 /// Time bounds and sizes the gateway applies; the defaults are the named constants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +58,9 @@ fn refusal(message: impl Into<String>) -> CallToolResult {
 }
 
 impl Core {
-    pub fn new(knowledge: Option<Arc<dyn KnowledgeAccess>>, limits: GatewayLimits) -> Self {
+    pub fn new(knowledge: Option<Arc<dyn KnowledgeAccess>>, limits: GatewayLimits, clock: SharedClock) -> Self {
         Self {
-            grants: Grants::new(),
+            grants: Grants::with_clock(clock),
             stamp_key: random_text(STAMP_KEY_BYTES),
             sessions: Sessions::default(),
             servers: RwLock::new(Vec::new()),

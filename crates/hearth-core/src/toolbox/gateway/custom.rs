@@ -168,6 +168,12 @@ impl CustomServer {
         CustomServerStatus { id: self.config.id.clone(), name: self.config.name.clone(), prefix: self.prefix.clone(), state: self.state.lock().unwrap().clone() }
     }
 
+    /// Whether the server announced a new tool list not yet listed again (a server not allowed
+    /// dynamic tools keeps announcing into the void: its list stays frozen).
+    pub fn tool_change_announced(&self) -> bool {
+        self.listener.stale.load(Ordering::SeqCst)
+    }
+
     pub fn is_ready(&self) -> bool {
         matches!(*self.state.lock().unwrap(), ServerState::Ready { .. })
     }

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use crate::host::clock::{self, SharedClock};
+
 /// Random bytes in one capability token (256 bits: far beyond guessing).
 pub const TOKEN_RANDOM_BYTES: usize = 32;
 /// Every token starts with this, so a stray token in a file or log is recognisable.
@@ -126,11 +128,18 @@ struct Grant {
 }
 
 /// The live grants, by request id. A request has at most one grant; granting again replaces it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Grants {
+    clock: SharedClock,
     live: Mutex<HashMap<String, Grant>>,
     /// Requests that ended: their tokens say "revoked" rather than "forged" (bounded like `live`).
     revoked: Mutex<HashMap<[u8; 32], Instant>>,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Self::with_clock(clock::system())
+    }
 }
 
 impl Grants {
@@ -138,11 +147,16 @@ impl Grants {
         Self::default()
     }
 
+    /// Grants whose expiry is measured on `clock`.
+    pub fn with_clock(clock: SharedClock) -> Self {
+        Self { clock, live: Mutex::default(), revoked: Mutex::default() }
+    }
+
     /// Issue a token for `request_id`, replacing (and so revoking) any earlier one. Refused when
     /// [`MAX_LIVE_GRANTS`] unexpired grants are alive.
     pub fn grant(&self, request_id: &str, mut scope: GrantScope) -> Result<CapabilityToken, GrantError> {
         scope.ttl = scope.ttl.min(MAX_GRANT_TTL);
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut live = self.live.lock().unwrap();
         if live.len() >= MAX_LIVE_GRANTS && !live.contains_key(request_id) {
             let before = live.len();
@@ -188,7 +202,7 @@ impl Grants {
             let cut = times[times.len() / 2];
             revoked.retain(|_, t| *t > cut);
         }
-        revoked.insert(hash, Instant::now());
+        revoked.insert(hash, self.clock.now());
     }
 
     /// Check `token` for `request_id`: well-formed, issued here, for THIS request, not expired,
@@ -202,7 +216,7 @@ impl Grants {
         let live = self.live.lock().unwrap();
         if let Some(grant) = live.get(request_id) {
             if constant_time_eq(&grant.token_hash, &hash) {
-                if Instant::now() >= grant.expires {
+                if self.clock.now() >= grant.expires {
                     return Err(GrantError::Expired);
                 }
                 return Ok(ValidGrant { request_id: request_id.to_string(), scope: grant.scope.clone(), token_tag: grant.token_tag.clone() });
@@ -232,6 +246,7 @@ fn well_formed(token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::clock::ManualClock;
 
     fn scope(ttl: Duration) -> GrantScope {
         GrantScope { libraries: vec!["docs".into()], custom_servers: vec!["s1".into()], ttl }
@@ -252,7 +267,8 @@ mod tests {
 
     #[test]
     fn missing_malformed_forged_expired_and_revoked_are_refused() {
-        let grants = Grants::new();
+        let clock = ManualClock::new();
+        let grants = Grants::with_clock(clock.clone());
         let a = grants.grant("req-a", scope(DEFAULT_GRANT_TTL)).unwrap();
         assert_eq!(grants.validate("req-a", None), Err(GrantError::Missing));
         assert_eq!(grants.validate("req-a", Some("")), Err(GrantError::Missing));
@@ -266,8 +282,10 @@ mod tests {
         flipped.push(if last == 'A' { 'B' } else { 'A' });
         assert!(grants.validate("req-a", Some(&flipped)).is_err());
 
-        let short = grants.grant("req-s", scope(Duration::from_millis(1))).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        let short = grants.grant("req-s", scope(Duration::from_secs(60))).unwrap();
+        clock.advance(Duration::from_secs(59));
+        assert!(grants.validate("req-s", Some(short.expose())).is_ok(), "alive until its expiry");
+        clock.advance(Duration::from_secs(1));
         assert_eq!(grants.validate("req-s", Some(short.expose())), Err(GrantError::Expired));
 
         assert!(grants.revoke("req-a"));
@@ -298,13 +316,14 @@ mod tests {
 
     #[test]
     fn the_grant_table_is_full_at_its_bound_until_one_expires_or_ends() {
-        let grants = Grants::new();
+        let clock = ManualClock::new();
+        let grants = Grants::with_clock(clock.clone());
         for i in 0..MAX_LIVE_GRANTS - 1 {
             grants.grant(&format!("req-{i}"), scope(DEFAULT_GRANT_TTL)).unwrap();
         }
-        let short = grants.grant("short", scope(Duration::from_millis(1))).unwrap();
+        let short = grants.grant("short", scope(Duration::from_secs(1))).unwrap();
         assert_eq!(grants.live_count(), MAX_LIVE_GRANTS);
-        std::thread::sleep(Duration::from_millis(5));
+        clock.advance(Duration::from_secs(1));
         // Full, but one has expired: it goes, the new one comes in.
         let newest = grants.grant("newest", scope(DEFAULT_GRANT_TTL)).unwrap();
         assert_eq!(grants.live_count(), MAX_LIVE_GRANTS);

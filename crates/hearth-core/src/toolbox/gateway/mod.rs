@@ -35,6 +35,7 @@ pub mod sessions;
 mod spawn;
 pub mod truncate;
 
+use crate::host::clock::{self, SharedClock};
 use crate::opencode::config::PluginSource;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -80,11 +81,13 @@ pub struct GatewayOptions {
     pub limits: GatewayLimits,
     /// The processes served (the runtimes); by default Hearth's own process only.
     pub callers: AllowedCallers,
+    /// What grants' expiry is measured on (the machine's clock; a manual one in tests).
+    pub clock: SharedClock,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { knowledge: None, runtime_family: "opencode".into(), limits: GatewayLimits::default(), callers: AllowedCallers::default() }
+        Self { knowledge: None, runtime_family: "opencode".into(), limits: GatewayLimits::default(), callers: AllowedCallers::default(), clock: clock::system() }
     }
 }
 
@@ -99,7 +102,7 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(options: GatewayOptions) -> Result<Gateway, GatewayError> {
-        let core = Arc::new(core::Core::new(options.knowledge, options.limits));
+        let core = Arc::new(core::Core::new(options.knowledge, options.limits, options.clock));
         let secret = grants::random_text(GATEWAY_SECRET_BYTES);
         let http = server::serve(core.clone(), &secret, options.callers, core.stamp_key.clone()).await.map_err(GatewayError::Listen)?;
         Ok(Gateway { core, addr: http.addr, http: tokio::sync::Mutex::new(Some(http)), secret, runtime_family: options.runtime_family, statuses_off: Mutex::default() })
@@ -248,6 +251,12 @@ impl Gateway {
     pub async fn custom_server_pid(&self, id: &str) -> Option<u32> {
         let server = self.core.servers.read().unwrap().iter().find(|s| s.config.id == id).cloned()?;
         server.pid().await
+    }
+
+    /// Whether custom server `id` announced a change of its tools that the gateway has not listed
+    /// again: lets a caller wait for the announcement itself instead of for a guessed moment.
+    pub fn custom_server_announced_tool_change(&self, id: &str) -> bool {
+        self.core.servers.read().unwrap().iter().find(|s| s.config.id == id).is_some_and(|s| s.tool_change_announced())
     }
 
     /// The calls forwarded to custom servers, oldest first (bounded).
