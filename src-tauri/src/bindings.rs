@@ -30,7 +30,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             conversations::create_conversation,
             conversations::rename_conversation,
             conversations::delete_conversation,
-            conversations::list_messages,
+            conversations::conversation_snapshot,
             conversations::send_message,
             conversations::cancel_turn,
             conversations::compact_conversation,

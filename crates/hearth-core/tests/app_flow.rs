@@ -8,7 +8,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use hearth_core::app::*;
 use hearth_core::binaries::opencode::LocateInputs;
-use hearth_core::scripted_model::HoldRule;
+use hearth_core::scripted_model::{default_reply, Gate, HoldRule, Reply, RequestKind, Script};
 use hearth_core::store::{Message, MessageStatus};
 
 use support::{app_options as options, Recorder, TURN_TIMEOUT};
@@ -63,18 +63,46 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
     assert_eq!(reply2.text, "PROJECT_9");
     assert_eq!(hearth.store().get_conversation(&conv.id).unwrap().native_session_id.as_deref(), Some(session.as_str()));
 
+    // A view opened while a reply streams (paused half way, and at every moment of its streaming):
+    // its snapshot plus the updates after it are the reply, each character once.
+    let gate = Gate::new();
+    model.set_script(halves_script(gate.clone()));
+    let seen = events.0.lock().unwrap().len();
+    hearth.send_message(&conv.id, "Answer in halves".into(), vec![]).await.unwrap();
+    let mut snapshots = Vec::new();
+    let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
+    while deltas_after(&events, seen, 0).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the first half never streamed");
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+    snapshots.push(hearth.conversation_snapshot(conv.id.clone()).await.unwrap());
+    gate.open();
+    while hearth.is_running(&conv.id) {
+        snapshots.push(hearth.conversation_snapshot(conv.id.clone()).await.unwrap());
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+    let halves = events.finished(&conv.id, 3).await;
+    assert_eq!(halves.text, format!("{FIRST_HALF}{SECOND_HALF}"));
+    for snap in &snapshots {
+        let stored = snap.messages.iter().find(|m| m.id == halves.id).expect("the reply is in every snapshot");
+        let later: String = deltas_after(&events, seen, snap.update_seq).into_iter().collect();
+        assert_eq!(format!("{}{later}", stored.text), halves.text, "the snapshot at update {} plus the later updates", snap.update_seq);
+    }
+    assert!(snapshots[0].messages.iter().any(|m| m.id == halves.id && m.text == FIRST_HALF), "one snapshot was taken half way");
+    model.set_script(Script::default_agent());
+
     // A held turn is cancelled; the user's message stays.
     let hold = model.hold(HoldRule::any().with_predicate(|r| r.last_user_text().contains("slow")));
     hearth.send_message(&conv.id, "slow please".into(), vec![]).await.unwrap();
     assert!(matches!(hearth.send_message(&conv.id, "another".into(), vec![]).await, Err(AppError::Busy)));
     assert!(hold.wait_until_held(1, TURN_TIMEOUT).await);
     hearth.cancel_turn(&conv.id).unwrap();
-    let cancelled = events.finished(&conv.id, 3).await;
+    let cancelled = events.finished(&conv.id, 4).await;
     assert_eq!(cancelled.status, MessageStatus::Cancelled);
     hold.release();
 
     let before = hearth.store().list_messages(&conv.id).unwrap();
-    assert_eq!(before.len(), 6);
+    assert_eq!(before.len(), 8);
     assert_eq!(before[0].attachments.len(), 1, "the image is kept with the message");
     hearth.shutdown().await;
     drop(hearth);
@@ -84,6 +112,34 @@ async fn a_conversation_streams_persists_continues_and_survives_a_restart() {
     let after = reopened.store().list_messages(&conv.id).unwrap();
     assert_eq!(after, before);
     reopened.shutdown().await;
+}
+
+/// How often the test looks at a streaming reply.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
+const FIRST_HALF: &str = "The first half of the reply, ";
+const SECOND_HALF: &str = "and the second half, sent once the test opens the gate.";
+
+/// The built-in model's default agent, except that "in halves" is answered in two halves with
+/// `gate` between them.
+fn halves_script(gate: Gate) -> Script {
+    Script::custom(move |r| {
+        if r.kind == RequestKind::Agent && r.last_user_text().contains("in halves") {
+            return Reply::PausedText { before: FIRST_HALF.into(), after: SECOND_HALF.into(), gate: gate.clone() };
+        }
+        default_reply(r)
+    })
+}
+
+/// The text deltas recorded after the first `skip` updates whose `seq` is above `after`.
+fn deltas_after(events: &Recorder, skip: usize, after: u64) -> Vec<String> {
+    events.0.lock().unwrap()[skip..]
+        .iter()
+        .filter(|u| u.seq > after)
+        .filter_map(|u| match &u.kind {
+            ConversationUpdateKind::Runtime { event: hearth_core::runtime::RuntimeEvent::TextDelta { text }, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A runtime that cannot start: the message is kept, the reply says why, and the turn's grant is

@@ -1,4 +1,4 @@
-use hearth_core::app::StagedAttachment;
+use hearth_core::app::{ConversationSnapshot, StagedAttachment};
 use hearth_core::runtime::{CompactOutcome, PermissionReply, WorkMode};
 use hearth_core::store::{Conversation, Message};
 use tauri::State;
@@ -78,6 +78,6 @@ pub async fn delete_conversation(state: State<'_, AppState>, id: String) -> R<()
 
 #[tauri::command]
 #[specta::specta]
-pub async fn list_messages(state: State<'_, AppState>, conversation_id: String) -> R<Vec<Message>> {
-    Ok(state.hearth.list_messages(conversation_id).await?)
+pub async fn conversation_snapshot(state: State<'_, AppState>, conversation_id: String) -> R<ConversationSnapshot> {
+    Ok(state.hearth.conversation_snapshot(conversation_id).await?)
 }

@@ -33,7 +33,7 @@ export const commands = {
 	createConversation: (projectId: string, title: string) => typedError<Conversation, CommandError>(__TAURI_INVOKE("create_conversation", { projectId, title })),
 	renameConversation: (id: string, title: string) => typedError<null, CommandError>(__TAURI_INVOKE("rename_conversation", { id, title })),
 	deleteConversation: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("delete_conversation", { id })),
-	listMessages: (conversationId: string) => typedError<Message[], CommandError>(__TAURI_INVOKE("list_messages", { conversationId })),
+	conversationSnapshot: (conversationId: string) => typedError<ConversationSnapshot, CommandError>(__TAURI_INVOKE("conversation_snapshot", { conversationId })),
 	/**  Store the message, start the reply (streamed as `ConversationUpdated` events), return the message. */
 	sendMessage: (conversationId: string, text: string, attachmentIds: string[]) => typedError<Message, CommandError>(__TAURI_INVOKE("send_message", { conversationId, text, attachmentIds })),
 	cancelTurn: (conversationId: string) => typedError<null, CommandError>(__TAURI_INVOKE("cancel_turn", { conversationId })),
@@ -167,9 +167,18 @@ export type Conversation = {
 	compactedAt: number | null,
 };
 
+/**  A conversation as a view opens it: its stored messages, and the last update they contain. */
+export type ConversationSnapshot = {
+	messages: Message[],
+	/**  Updates up to this `seq` are in `messages`; every later one is not. */
+	updateSeq: number,
+};
+
 /**  One change to one conversation. */
 export type ConversationUpdate = {
 	conversationId: string,
+	/**  Increases by one with every update the app sends, over all conversations. */
+	seq: number,
 	kind: ConversationUpdateKind,
 };
 

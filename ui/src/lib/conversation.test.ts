@@ -1,12 +1,13 @@
 import { describe, expect, it } from "vitest";
 import type { ConversationUpdate, Message } from "./bindings";
-import { contextTokens, initialState, isBusy, reduce } from "./conversation";
+import { contextTokens, initialState, isBusy, openFrom, reduce } from "./conversation";
 
 const reply = (over: Partial<Message> = {}): Message => ({
   id: "r1", conversationId: "c1", role: "assistant", text: "", status: "streaming", error: null,
   createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, ...over,
 });
-const ev = (kind: ConversationUpdate["kind"]): ConversationUpdate => ({ conversationId: "c1", kind });
+let seq = 0;
+const ev = (kind: ConversationUpdate["kind"]): ConversationUpdate => ({ conversationId: "c1", seq: ++seq, kind });
 const rt = (event: any) => ev({ type: "runtime", messageId: "r1", event });
 
 describe("conversation reducer", () => {
@@ -43,5 +44,20 @@ describe("conversation reducer", () => {
     expect(s.retrying).toBeNull();
     s = reduce(s, ev({ type: "turnFinished", message: reply({ status: "done" }) }));
     expect(s.permissions).toHaveLength(0);
+  });
+
+  it("a view opened while a reply streams shows its text once: the snapshot, then only later updates", () => {
+    const before = [rt({ type: "textDelta", text: "PRO" }), rt({ type: "textDelta", text: "JE" })];
+    // The snapshot was read after both: the stored reply has their text, and says so.
+    const snapshot = { messages: [reply({ text: "PROJE" })], updateSeq: before[1].seq };
+    const after = [rt({ type: "textDelta", text: "CT" }), rt({ type: "toolStarted", callId: "c", tool: "read", input: {} })];
+    // Updates that arrived while it loaded, some contained in it and some not, in order.
+    let s = openFrom(snapshot, [...before, after[0]]);
+    expect(s.messages[0].text).toBe("PROJECT");
+    s = reduce(s, after[1]);
+    s = reduce(s, after[0]); // delivered again: already seen
+    expect(s.messages[0].text).toBe("PROJECT");
+    expect(s.messages[0].toolCalls).toHaveLength(1);
+    expect(s.seenSeq).toBe(after[1].seq);
   });
 });

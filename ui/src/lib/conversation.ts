@@ -1,6 +1,6 @@
 // The conversation view's state: the stored messages, kept current by the backend's events while a
 // turn streams. Pure functions, so the streaming logic is unit-tested without a window.
-import type { ConversationUpdate, Message, RuntimeEvent } from "./bindings";
+import type { ConversationSnapshot, ConversationUpdate, Message, RuntimeEvent } from "./bindings";
 
 export interface PendingPermission {
   messageId: string;
@@ -14,10 +14,19 @@ export interface ConversationState {
   permissions: PendingPermission[];
   /** The last retry notice of the running turn, if the provider is failing. */
   retrying: string | null;
+  /** The newest backend update already in `messages`: older ones are skipped, since a streamed
+   * text delta applied twice would show twice. */
+  seenSeq: number;
 }
 
-export function initialState(messages: Message[]): ConversationState {
-  return { messages, permissions: [], retrying: null };
+export function initialState(messages: Message[], seenSeq = 0): ConversationState {
+  return { messages, permissions: [], retrying: null, seenSeq };
+}
+
+/** The state of a conversation opened from its snapshot, with the updates that arrived while the
+ * snapshot loaded: those it already contains are skipped, the rest applied in order. */
+export function openFrom(snapshot: ConversationSnapshot, early: ConversationUpdate[]): ConversationState {
+  return early.reduce(reduce, initialState(snapshot.messages, snapshot.updateSeq));
 }
 
 function upsert(messages: Message[], message: Message): Message[] {
@@ -60,12 +69,18 @@ function applyRuntime(m: Message, ev: RuntimeEvent): Message {
 
 /** Apply one backend event. Events of other conversations are the caller's to filter. */
 export function reduce(state: ConversationState, event: ConversationUpdate): ConversationState {
+  if (event.seq <= state.seenSeq) return state;
+  return { ...apply(state, event), seenSeq: event.seq };
+}
+
+function apply(state: ConversationState, event: ConversationUpdate): ConversationState {
   const k = event.kind;
   switch (k.type) {
     case "messageStored":
       return { ...state, messages: upsert(state.messages, k.message) };
     case "turnFinished":
       return {
+        ...state,
         messages: upsert(state.messages, k.message),
         permissions: state.permissions.filter((p) => p.messageId !== k.message.id),
         retrying: null,

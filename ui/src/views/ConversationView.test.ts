@@ -1,11 +1,11 @@
-import { describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { render, screen } from "@testing-library/svelte";
 import type { Conversation, ConversationUpdate } from "../lib/bindings";
 
-const listMessages = vi.fn();
+const conversationSnapshot = vi.fn();
 let deliver: (e: { payload: ConversationUpdate }) => void = () => {};
 vi.mock("../lib/bindings", () => ({
-  commands: { listMessages: (id: string) => listMessages(id), listLibraries: async () => ({ status: "ok", data: [] }) },
+  commands: { conversationSnapshot: (id: string) => conversationSnapshot(id), listLibraries: async () => ({ status: "ok", data: [] }) },
   events: {
     conversationUpdated: {
       listen: async (f: (e: { payload: ConversationUpdate }) => void) => {
@@ -15,6 +15,8 @@ vi.mock("../lib/bindings", () => ({
     },
   },
 }));
+
+vi.mock("virtua/svelte", async () => ({ Virtualizer: (await import("../testing/PlainList.svelte")).default }));
 
 // jsdom lays nothing out: the list's scrolling and measuring have nothing to do.
 Element.prototype.scrollTo = () => {};
@@ -39,16 +41,35 @@ const conversation: Conversation = {
   compactedAt: null,
 } as unknown as Conversation;
 
+const reply = { id: "r1", conversationId: "c1", role: "assistant", text: "PRO", status: "streaming", error: null, createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null };
+const delta = (seq: number, text: string): ConversationUpdate => ({ conversationId: "c1", seq, kind: { type: "runtime", messageId: "r1", event: { type: "textDelta", text } } });
+
 describe("ConversationView", () => {
+  beforeEach(() => conversationSnapshot.mockReset());
+
+  it("opened while a reply streams, shows the text streamed while it loaded exactly once", async () => {
+    let resolve!: (v: unknown) => void;
+    conversationSnapshot.mockReturnValue(new Promise((r) => (resolve = r)));
+    render(ConversationView, { conversation, profiles: [], onchanged: () => {} });
+    // The view listens before it asks for the snapshot, so nothing sent in between is missed.
+    await vi.waitFor(() => expect(conversationSnapshot).toHaveBeenCalledOnce());
+    deliver({ payload: delta(7, "PRO") }); // already in the snapshot
+    deliver({ payload: delta(8, "JECT") }); // not yet
+    resolve({ status: "ok", data: { messages: [reply], updateSeq: 7 } });
+    expect(await screen.findByText("PROJECT")).toBeTruthy();
+    deliver({ payload: delta(9, "_7") });
+    expect(await screen.findByText("PROJECT_7")).toBeTruthy();
+  });
+
   it("keeps a pending permission prompt when the parent hands in the same conversation again", async () => {
-    listMessages.mockResolvedValue({ status: "ok", data: [] });
+    conversationSnapshot.mockResolvedValue({ status: "ok", data: { messages: [], updateSeq: 0 } });
     const view = render(ConversationView, { conversation, profiles: [], onchanged: () => {} });
-    await vi.waitFor(() => expect(listMessages).toHaveBeenCalledOnce());
-    deliver({ payload: { conversationId: "c1", kind: { type: "runtime", messageId: "m1", event: { type: "permissionAsked", permissionId: "per_1", permission: "external_directory", patterns: ["/etc/*"] } } } });
+    await vi.waitFor(() => expect(conversationSnapshot).toHaveBeenCalledOnce());
+    deliver({ payload: { conversationId: "c1", seq: 1, kind: { type: "runtime", messageId: "m1", event: { type: "permissionAsked", permissionId: "per_1", permission: "external_directory", patterns: ["/etc/*"] } } } });
     expect(await screen.findByTestId("permission-prompt")).toBeTruthy();
     // A reload after a setting changed: a new object, the same conversation.
     await view.rerender({ conversation: { ...conversation, libraryIds: ["1"] }, profiles: [], onchanged: () => {} });
     expect(screen.getByTestId("permission-prompt")).toBeTruthy();
-    expect(listMessages).toHaveBeenCalledOnce();
+    expect(conversationSnapshot).toHaveBeenCalledOnce();
   });
 });

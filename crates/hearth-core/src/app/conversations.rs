@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::updates::{ConversationUpdate, ConversationUpdateKind};
+use super::updates::{ConversationSnapshot, ConversationUpdateKind};
 use super::{blocking, AppError, AppResult, Hearth, RunningTurn};
 use crate::images::PreparedImage;
 use crate::runtime::*;
@@ -16,7 +16,28 @@ use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
 
 impl Hearth {
     fn emit(&self, conversation_id: &str, kind: ConversationUpdateKind) {
-        self.updates.conversation(ConversationUpdate { conversation_id: conversation_id.into(), kind });
+        self.updates.send(conversation_id, kind);
+    }
+
+    /// Store a reply's event and tell the window, as one step no snapshot falls between.
+    fn store_and_emit(&self, conversation_id: &str, user_id: &str, reply_id: &str, event: RuntimeEvent) {
+        self.updates.change_and_send(
+            conversation_id,
+            || {
+                if let Err(e) = self.store_event(conversation_id, user_id, reply_id, &event) {
+                    tracing::warn!(error = %e, "could not store a reply event");
+                }
+            },
+            |_| ConversationUpdateKind::Runtime { message_id: reply_id.into(), event: event.clone() },
+        );
+    }
+
+    /// A conversation as a view opens it: its messages and the last update they contain, so that a
+    /// view opened while a reply streams applies exactly the updates after it.
+    pub async fn conversation_snapshot(&self, conversation_id: String) -> AppResult<ConversationSnapshot> {
+        let updates = self.updates.clone();
+        let (messages, update_seq) = blocking(&self.store, move |s| updates.snapshot(|| s.list_messages(&conversation_id))).await?;
+        Ok(ConversationSnapshot { messages, update_seq })
     }
 
     /// Send a message: store it, start the reply, return the stored user message at once. The reply
@@ -111,11 +132,7 @@ impl Hearth {
             Err(e) => {
                 // The run never started: end the turn here, as the runtime would have.
                 let end = TurnEnd::Failed(TurnFailure { kind: failure_kind(&e), message: e.to_string() });
-                let event = RuntimeEvent::ended(end);
-                if let Err(e) = self.store_event(&cid, user_id, reply_id, &event) {
-                    tracing::warn!(error = %e, "could not store a reply's end");
-                }
-                self.emit(&cid, ConversationUpdateKind::Runtime { message_id: reply_id.into(), event });
+                self.store_and_emit(&cid, user_id, reply_id, RuntimeEvent::ended(end));
                 return;
             }
         };
@@ -136,12 +153,8 @@ impl Hearth {
                     continue;
                 }
             }
-            let stored = self.store_event(&cid, user_id, reply_id, &event);
-            if let Err(e) = stored {
-                tracing::warn!(error = %e, "could not store a reply event");
-            }
             let terminal = event.is_terminal();
-            self.emit(&cid, ConversationUpdateKind::Runtime { message_id: reply_id.into(), event });
+            self.store_and_emit(&cid, user_id, reply_id, event);
             if terminal {
                 break;
             }

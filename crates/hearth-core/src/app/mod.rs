@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub use attachments::StagedAttachment;
 pub use conversations::DEFAULT_CONVERSATION_TITLE;
 pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
-pub use updates::{UpdateSink, ConversationUpdate, ConversationUpdateKind, NoUpdates};
+pub use updates::{ConversationSnapshot, ConversationUpdate, ConversationUpdateKind, NoUpdates, UpdateSink};
 pub use error::{AppError, AppResult, ErrorCode};
 use runtime_config::{BinaryInputs, Binaries, BuiltinModel};
 
@@ -67,7 +67,7 @@ struct RunningTurn {
 pub struct Hearth {
     paths: AppPaths,
     store: Store,
-    updates: Arc<dyn UpdateSink>,
+    updates: updates::Updates,
     binary_inputs: BinaryInputs,
     binaries: tokio::sync::Mutex<Option<Binaries>>,
     builtin: BuiltinModel,
@@ -122,7 +122,7 @@ impl Hearth {
         let hearth = Arc::new(Self {
             paths: options.paths,
             store,
-            updates,
+            updates: updates::Updates::new(updates),
             binary_inputs: options.binaries,
             binaries: tokio::sync::Mutex::new(None),
             builtin: BuiltinModel::default(),
