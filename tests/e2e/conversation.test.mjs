@@ -88,7 +88,9 @@ describe("a conversation in the real window", () => {
     await (await app.browser.$('[data-testid="composer-input"]')).setValue("[hold] take your time");
     await app.browser.keys("Enter");
     await (await app.browser.$('[data-testid="cancel-button"]')).waitForDisplayed({ timeout: 20_000 });
-    await new Promise((r) => setTimeout(r, 1000)); // let the request reach the model and be held
+    // The built-in model streams a notice before it holds the reply: the request reached it.
+    const held = async () => (await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1) ?? "";
+    await until(async () => (await held()).includes("Holding this reply until you press Stop."), "the held reply's notice", TURN_MS);
     await click(app.browser, "cancel-button");
     await until(async () => (await lastStatus(app.browser)) === "cancelled", "the turn to be cancelled", 30_000);
     assert.equal(await textOf(app.browser, "message-cancelled"), "Stopped.");

@@ -9,7 +9,7 @@ use crate::opencode::config::{Authentication, ModelProfile, Protocol, RuntimeCon
 use crate::binaries::opencode::{self as locate, LocateInputs};
 use crate::binaries::ripgrep::{self, RgInputs};
 use super::{AppError, AppResult};
-use crate::scripted_model::{HoldHandle, HoldRule, ModelServerError, RequestKind, Script, ScriptedModelServer};
+use crate::scripted_model::{default_reply, Gate, ModelServerError, Reply, RequestKind, Script, ScriptedModelServer};
 use crate::store::{self, Store, BUILTIN_SCRIPTED_BASE_URL};
 
 /// Where to look for the binaries (injected: tests and the installed app differ).
@@ -38,26 +38,33 @@ pub async fn locate_binaries(inputs: &BinaryInputs) -> AppResult<Binaries> {
 /// A message containing this is held by the built-in model until the user stops the turn: a way
 /// to try cancelling without a slow real model (and what the e2e suite uses).
 pub const BUILTIN_HOLD_DIRECTIVE: &str = "[hold]";
+/// What the built-in model streams of a held reply before it waits: the user (and a test) sees
+/// that the reply has reached the model and is being held.
+pub const BUILTIN_HOLD_NOTICE: &str = "Holding this reply until you press Stop.";
+
+/// The built-in model's script: the default agent, with `[hold]` replies held after their notice.
+pub fn builtin_script() -> Script {
+    // Never opened: a held reply ends when the runtime aborts it.
+    let never = Gate::new();
+    Script::custom(move |r| {
+        if r.kind == RequestKind::Agent && r.last_user_text().contains(BUILTIN_HOLD_DIRECTIVE) {
+            return Reply::PausedText { before: BUILTIN_HOLD_NOTICE.into(), after: String::new(), gate: never.clone() };
+        }
+        default_reply(r)
+    })
+}
 
 /// The built-in scripted model server, started on first use and kept for the app's lifetime.
 #[derive(Default)]
-pub struct BuiltinModel(tokio::sync::OnceCell<(Arc<ScriptedModelServer>, HoldHandle)>);
+pub struct BuiltinModel(tokio::sync::OnceCell<Arc<ScriptedModelServer>>);
 
 impl BuiltinModel {
     pub async fn get(&self) -> Result<Arc<ScriptedModelServer>, ModelServerError> {
-        self.0
-            .get_or_try_init(|| async {
-                let server = ScriptedModelServer::start(Script::default_agent())?;
-                // Never released: held requests end when the runtime aborts them.
-                let hold = server.hold(HoldRule::kind(RequestKind::Agent).with_predicate(|r| r.last_user_text().contains(BUILTIN_HOLD_DIRECTIVE)));
-                Ok((Arc::new(server), hold))
-            })
-            .await
-            .map(|(s, _)| s.clone())
+        self.0.get_or_try_init(|| async { Ok(Arc::new(ScriptedModelServer::start(builtin_script())?)) }).await.cloned()
     }
 
     pub fn started(&self) -> Option<Arc<ScriptedModelServer>> {
-        self.0.get().map(|(s, _)| s.clone())
+        self.0.get().cloned()
     }
 }
 
