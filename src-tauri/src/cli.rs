@@ -76,12 +76,23 @@ fn doctor_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) 
     if report.is_ready() { 0 } else { 1 }
 }
 
+/// A numeric option given wrong on the command line; the Display is what the user is told.
+#[derive(Debug, thiserror::Error)]
+enum OptionError {
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    #[error("{name} takes a number, got `{value}`")]
+    NotANumber { name: String, value: String },
+    #[error("{name} takes one of {allowed:?}, got {value}")]
+    NotAllowed { name: String, value: u32, allowed: Vec<u32> },
+}
+
 /// `--name value` of a numeric option, or the default; `Err` names the bad value.
-fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) -> Result<u32, String> {
+fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) -> Result<u32, OptionError> {
     let Some(i) = rest.iter().position(|a| a == name) else { return Ok(default) };
-    let value = rest.get(i + 1).ok_or_else(|| format!("{name} needs a value"))?;
-    let n: u32 = value.parse().map_err(|_| format!("{name} takes a number, got `{value}`"))?;
-    if allowed.contains(&n) { Ok(n) } else { Err(format!("{name} takes one of {allowed:?}, got {n}")) }
+    let value = rest.get(i + 1).ok_or_else(|| OptionError::MissingValue(name.into()))?;
+    let n: u32 = value.parse().map_err(|_| OptionError::NotANumber { name: name.into(), value: value.clone() })?;
+    if allowed.contains(&n) { Ok(n) } else { Err(OptionError::NotAllowed { name: name.into(), value: n, allowed: allowed.to_vec() }) }
 }
 
 fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {

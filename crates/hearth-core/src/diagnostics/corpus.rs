@@ -22,12 +22,17 @@ pub struct CorpusPlan {
     pub mib: u32,
 }
 
+/// A corpus size outside [`ALLOWED_CORPUS_MIB`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the corpus size must be 0, 2, 8 or 32 MiB, not {0} MiB")]
+pub struct CorpusSizeError(pub u32);
+
 impl CorpusPlan {
-    pub fn new(mib: u32) -> Result<Self, String> {
+    pub fn new(mib: u32) -> Result<Self, CorpusSizeError> {
         if ALLOWED_CORPUS_MIB.contains(&mib) {
             Ok(Self { mib })
         } else {
-            Err(format!("the corpus size must be 0, 2, 8 or 32 MiB, not {mib} MiB"))
+            Err(CorpusSizeError(mib))
         }
     }
 
@@ -119,7 +124,7 @@ mod tests {
 
     #[test]
     fn sizes_items_and_fill() {
-        assert!(CorpusPlan::new(3).unwrap_err().contains("0, 2, 8 or 32"));
+        assert!(CorpusPlan::new(3).unwrap_err().to_string().contains("0, 2, 8 or 32"));
         let plan = CorpusPlan::new(2).unwrap();
         assert_eq!(plan.items(), 8);
         assert_eq!(plan.total_bytes(), 2 * 1024 * 1024);

@@ -121,7 +121,7 @@ async fn run(
     cancel: &CancellationToken,
     report: &mut ReportBuilder,
 ) -> Result<(), CheckError> {
-    let plan = CorpusPlan::new(opts.corpus_mib).map_err(CheckError::Options)?;
+    let plan = CorpusPlan::new(opts.corpus_mib).map_err(|e| CheckError::Options(e.to_string()))?;
     if !opts.runtime_binary.is_file() {
         return Err(CheckError::Options(format!(
             "the runtime binary {} does not exist",

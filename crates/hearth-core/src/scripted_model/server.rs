@@ -256,7 +256,7 @@ async fn chat_completions(
     let body_value = match parse_body(body.clone()).await {
         Ok(value @ Value::Object(_)) => value,
         Ok(_) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "The body must be a JSON object."),
-        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", &message),
+        Err(refused) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", &refused.to_string()),
     };
     let session_id = header_text(&headers, "x-session-id").or_else(|| header_text(&headers, "x-session-affinity"));
     let request = shared.recorder.record(session_id, body_value, body);
@@ -308,11 +308,20 @@ async fn chat_completions(
     }
 }
 
-async fn parse_body(body: Bytes) -> Result<Value, String> {
+/// Why a request body was refused; its Display is the error message the client gets.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("The body is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("Parsing the body failed: {0}")]
+    ParseTask(#[source] tokio::task::JoinError),
+}
+
+async fn parse_body(body: Bytes) -> Result<Value, BodyError> {
     let large = body.len() > BLOCKING_PARSE_BYTES;
-    let parse = move || serde_json::from_slice::<Value>(&body).map_err(|err| format!("The body is not JSON: {err}"));
+    let parse = move || serde_json::from_slice::<Value>(&body).map_err(BodyError::NotJson);
     if large {
-        tokio::task::spawn_blocking(parse).await.unwrap_or_else(|err| Err(format!("Parsing the body failed: {err}")))
+        tokio::task::spawn_blocking(parse).await.unwrap_or_else(|err| Err(BodyError::ParseTask(err)))
     } else {
         parse()
     }
