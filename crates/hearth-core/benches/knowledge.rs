@@ -80,6 +80,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
+    // The import's own log line says where its time went (scan, read, hash, insert, commit, merge).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("hearth_core::knowledge::import=info"))
+        .with_target(false)
+        .init();
     let tmp = tempfile::tempdir().unwrap();
     let corpus = tmp.path().join("corpus");
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

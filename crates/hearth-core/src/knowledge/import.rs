@@ -1,21 +1,27 @@
 //! Importing files and folders: scan (bounded), read as UTF-8 text or skip with a reason, copy into
 //! the managed folder, chunk and index. Files are written in batches (one transaction, bounded in
-//! files, bytes and time), each file in its own savepoint: a cancelled or failed import keeps every
-//! file it finished and never leaves a half-indexed one.
+//! files, bytes and time). A file that fails once its rows are being written rolls its batch back and
+//! the files the batch had finished are written again (see `store.rs`): a cancelled or failed import
+//! keeps every file it finished and never leaves a half-indexed one.
+//!
+//! Reading, checking and hashing files run on a second thread a few files ahead of the writer, and
+//! FTS5 merges the index once at the end instead of at every batch (see `bulk.rs`).
 
 use std::io::Read;
+use std::iter::Peekable;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::TransactionBehavior;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::chunk::chunk_text;
+use super::bulk;
 use super::error::KnowledgeError;
-use super::managed;
-use super::search::{chunk_id, scope_token};
-use super::service::{delete_chunks, now_ms, KnowledgeService};
-use super::types::{DocumentId, ImportProgress, ImportReport, LibraryId, SkippedPath};
+use super::service::KnowledgeService;
+use super::store::{self, BatchWriter, Copies, Failure, Stored};
+use super::types::{ImportProgress, ImportReport, LibraryId, SkippedPath};
 
 /// Files larger than this are skipped: knowledge is text meant to be read, not data dumps.
 pub const MAX_DOCUMENT_BYTES: u64 = 4 * 1024 * 1024;
@@ -32,6 +38,12 @@ pub const IMPORT_BATCH_FILES: usize = 256;
 pub const IMPORT_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Longest a batch holds the writer lock (renames and deletes wait at most about this long).
 pub const IMPORT_BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(250);
+/// Files the prefetch thread (reading, checking and hashing ahead of the writer) hands over at once:
+/// one hand-over per file made the two threads wait on each other thousands of times.
+pub const PREFETCH_FILES: usize = 64;
+/// Bytes after which the prefetch thread hands its files over. Two groups wait at most, each under
+/// this plus one file of [`MAX_DOCUMENT_BYTES`]: about 10 MiB in flight.
+pub const PREFETCH_BYTES: usize = 1024 * 1024;
 
 /// Why a file or folder was not imported.
 #[derive(Debug, Clone, PartialEq, Eq, specta::Type)]
@@ -80,11 +92,12 @@ impl serde::Serialize for SkipReason {
     }
 }
 
-struct Candidate {
-    path: PathBuf,
+pub(super) struct Candidate {
+    pub(super) path: PathBuf,
     /// Display path: relative to the imported folder's parent, or the file name.
-    title: String,
-    bytes: u64,
+    pub(super) title: String,
+    /// Size when scanned.
+    pub(super) bytes: u64,
 }
 
 fn is_hidden(name: &std::ffi::OsStr) -> bool {
@@ -145,11 +158,29 @@ fn scan(source: &Path, skipped: &mut Vec<SkippedPath>) -> Result<Vec<Candidate>,
     Ok(candidates)
 }
 
-/// Read a file as text, or say why it is not a document.
-fn read_text(path: &Path) -> Result<(Vec<u8>, String), SkipReason> {
+/// A file read, checked as text and hashed.
+pub(super) struct Loaded {
+    /// The file as read, a byte order mark included: the managed copy holds exactly these bytes.
+    pub(super) text: String,
+    /// Bytes of the byte order mark at the start of `text`, which are not indexed.
+    bom: usize,
+    /// Hex SHA-256 of the file's bytes.
+    pub(super) hash: String,
+}
+
+impl Loaded {
+    /// The text that is chunked and indexed.
+    pub(super) fn body(&self) -> &str {
+        &self.text[self.bom..]
+    }
+}
+
+/// Read a file as text, or say why it is not a document. `scanned` is its size at the scan: the
+/// buffer is allocated once, and the bytes become the `String` without a copy.
+fn read_text(path: &Path, scanned: u64) -> Result<(String, usize), SkipReason> {
     let unreadable = |e: std::io::Error| SkipReason::Unreadable { detail: e.to_string() };
     let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(scanned.min(MAX_DOCUMENT_BYTES) as usize + 1);
     // Read one byte past the bound so a file that grew since the scan is still caught.
     file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
     if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
@@ -159,21 +190,105 @@ fn read_text(path: &Path) -> Result<(Vec<u8>, String), SkipReason> {
     if memchr::memchr(0, &bytes).is_some() {
         return Err(SkipReason::Binary);
     }
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(text) => text.strip_prefix('\u{feff}').unwrap_or(text).to_owned(),
-        Err(e) => return Err(SkipReason::NotUtf8 { valid_up_to: e.valid_up_to() }),
-    };
-    if text.trim().is_empty() {
+    let text = String::from_utf8(bytes).map_err(|e| SkipReason::NotUtf8 { valid_up_to: e.utf8_error().valid_up_to() })?;
+    let bom = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+    if text[bom..].trim().is_empty() {
         return Err(SkipReason::Empty);
     }
-    Ok((bytes, text))
+    Ok((text, bom))
 }
 
-enum Outcome {
-    Imported,
-    Replaced,
-    Unchanged,
+/// One scanned file as the prefetch thread hands it to the writer.
+struct Fetched {
+    candidate: Candidate,
+    loaded: Result<Loaded, SkipReason>,
+    read: Duration,
+    hash: Duration,
 }
+
+/// The prefetch thread: read, check and hash each candidate, in order, handing them over in groups
+/// (see [`PREFETCH_FILES`]) until the writer stops taking them.
+fn prefetch(candidates: Vec<Candidate>, groups: mpsc::SyncSender<Vec<Fetched>>) {
+    let (mut group, mut bytes) = (Vec::with_capacity(PREFETCH_FILES), 0);
+    let count = candidates.len();
+    for (index, candidate) in candidates.into_iter().enumerate() {
+        let started = Instant::now();
+        let read = read_text(&candidate.path, candidate.bytes);
+        let hashed = Instant::now();
+        let loaded = read.map(|(text, bom)| {
+            let hash = format!("{:x}", Sha256::digest(text.as_bytes()));
+            Loaded { text, bom, hash }
+        });
+        bytes += loaded.as_ref().map_or(0, |l| l.text.len());
+        group.push(Fetched { candidate, loaded, read: hashed - started, hash: hashed.elapsed() });
+        if group.len() == PREFETCH_FILES || bytes >= PREFETCH_BYTES || index + 1 == count {
+            if groups.send(std::mem::take(&mut group)).is_err() {
+                return; // the import stopped
+            }
+            bytes = 0;
+        }
+    }
+}
+
+/// Where an import's time went, logged when it ends (the knowledge benchmark prints it).
+#[derive(Debug, Default)]
+pub(super) struct Phases {
+    pub(super) scan: Duration,
+    /// Reading and checking files, then hashing them: on the prefetch thread, beside the rest.
+    pub(super) read: Duration,
+    pub(super) hash: Duration,
+    /// The writer waiting for the prefetch thread.
+    pub(super) wait: Duration,
+    /// Looking up a file's earlier import.
+    pub(super) lookup: Duration,
+    pub(super) chunk: Duration,
+    /// Document, chunk and index rows (FTS5 tokenizes here).
+    pub(super) insert: Duration,
+    /// Writing managed copies: on the copy thread, beside the rest.
+    pub(super) copy: Duration,
+    /// The writer waiting for the copy thread at the end of a batch.
+    pub(super) copy_wait: Duration,
+    /// Committing batches (FTS5 writes its index segment here).
+    pub(super) commit: Duration,
+    /// Restoring the merge settings and merging the index after the last batch.
+    pub(super) merge: Duration,
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        write!(
+            f,
+            "scan {:.0} ms, read {:.0} ms and hash {:.0} ms (prefetch thread), waiting for them {:.0} ms, lookup {:.0} ms, \
+             chunk {:.0} ms, insert {:.0} ms, managed copy {:.0} ms (copy thread), waiting for it {:.0} ms, commit {:.0} ms, \
+             merge {:.0} ms",
+            ms(self.scan),
+            ms(self.read),
+            ms(self.hash),
+            ms(self.wait),
+            ms(self.lookup),
+            ms(self.chunk),
+            ms(self.insert),
+            ms(self.copy),
+            ms(self.copy_wait),
+            ms(self.commit),
+            ms(self.merge)
+        )
+    }
+}
+
+/// One import's state across its batches.
+struct Run<'a> {
+    library: LibraryId,
+    cancel: &'a CancellationToken,
+    report: ImportReport,
+    event: ImportProgress,
+    phases: Phases,
+    /// The bulk-load merge settings were applied (see `bulk.rs`).
+    bulk: bool,
+}
+
+type Files = Peekable<std::iter::Flatten<mpsc::IntoIter<Vec<Fetched>>>>;
 
 impl KnowledgeService {
     /// Import a file or a folder (recursively, within the bounds above) into `library`, calling
@@ -185,6 +300,7 @@ impl KnowledgeService {
         cancel: &CancellationToken,
         mut progress: impl FnMut(ImportProgress),
     ) -> Result<ImportReport, KnowledgeError> {
+        let started = Instant::now();
         let path = path.as_ref();
         let source = std::fs::canonicalize(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => KnowledgeError::SourceMissing { path: path.to_path_buf() },
@@ -193,7 +309,7 @@ impl KnowledgeService {
         self.library(library)?;
         let mut report = ImportReport::default();
         let candidates = scan(&source, &mut report.skipped)?;
-        let mut event = ImportProgress {
+        let event = ImportProgress {
             files_done: 0,
             files_total: candidates.len() as u32,
             bytes_done: 0,
@@ -202,118 +318,122 @@ impl KnowledgeService {
         };
         tracing::info!(library = %library, source = %source.display(), files = event.files_total, "knowledge import started");
         progress(event.clone());
-        let mut candidates = candidates.into_iter().peekable();
-        while candidates.peek().is_some() && !report.cancelled {
-            let mut conn = self.writer();
-            let mut tx = conn.transaction()?;
-            let (batch_started, mut batch_files, mut batch_bytes) = (std::time::Instant::now(), 0, 0);
-            while batch_files < IMPORT_BATCH_FILES && batch_bytes < IMPORT_BATCH_BYTES && batch_started.elapsed() < IMPORT_BATCH_TIME {
-                let Some(candidate) = candidates.next() else { break };
-                if cancel.is_cancelled() {
-                    report.cancelled = true;
-                    break;
+        let phases = Phases { scan: started.elapsed(), ..Phases::default() };
+        let mut run = Run { library, cancel, report, event, phases, bulk: false };
+        let (fetched, to_index) = mpsc::sync_channel(1);
+        let (jobs, to_copy) = mpsc::channel();
+        let (copied, done) = mpsc::channel();
+        let root = self.managed_root.as_path();
+        let written: Result<(), KnowledgeError> = std::thread::scope(|scope| {
+            scope.spawn(move || prefetch(candidates, fetched));
+            scope.spawn(move || store::copier(root, to_copy, copied));
+            // Returning drops these ends: the prefetch thread's next send fails, the copy thread's
+            // queue ends, and both threads stop.
+            let mut files = to_index.into_iter().flatten().peekable();
+            let mut copies = Copies { jobs, done, batches: 0 };
+            loop {
+                let waited = Instant::now();
+                let more = files.peek().is_some();
+                run.phases.wait += waited.elapsed();
+                if !more || run.report.cancelled {
+                    return Ok(());
                 }
-                match read_text(&candidate.path) {
-                    Err(reason) => {
-                        tracing::debug!(path = %candidate.path.display(), %reason, "knowledge import skipped a file");
-                        report.skipped.push(SkippedPath { path: candidate.path.clone(), reason });
-                    }
-                    Ok((bytes, text)) => {
-                        let outcome = match self.store(&mut tx, library, &candidate, &bytes, &text) {
-                            Ok(outcome) => outcome,
-                            Err(e) => {
-                                // Keep the files this batch finished; the failed one rolled back.
-                                tx.commit()?;
-                                return Err(e);
-                            }
-                        };
-                        match outcome {
-                            Outcome::Imported => report.imported += 1,
-                            Outcome::Replaced => report.replaced += 1,
-                            Outcome::Unchanged => report.unchanged += 1,
-                        }
-                        batch_files += 1;
-                        batch_bytes += bytes.len();
-                    }
-                }
-                event.files_done += 1;
-                event.bytes_done += candidate.bytes;
-                event.current = Some(candidate.path);
-                progress(event.clone());
+                self.batch(&mut run, &mut files, &mut copies, &mut progress)?;
             }
-            tx.commit()?;
-        }
+        });
+        // The settings go back even after a failure (a crash leaves them to `open`); the merge only
+        // follows an import that ended well (cancelled included: it keeps later searches fast).
+        let merge_started = Instant::now();
+        let finished = if run.bulk { bulk::finish(self, written.is_ok()) } else { Ok(()) };
+        run.phases.merge = merge_started.elapsed();
+        written?;
+        finished?;
+        let report = run.report;
         tracing::info!(
             library = %library, imported = report.imported, replaced = report.replaced, unchanged = report.unchanged,
-            skipped = report.skipped.len(), cancelled = report.cancelled, "knowledge import finished"
+            skipped = report.skipped.len(), cancelled = report.cancelled, elapsed_ms = started.elapsed().as_millis() as u64,
+            phases = %run.phases, "knowledge import finished"
         );
         Ok(report)
     }
 
-    /// Insert or replace one document in its own savepoint; the managed copy is written before the
-    /// savepoint is released, so a failure leaves neither row nor chunks.
-    fn store(
+    /// One transaction of files, bounded in files, bytes and time. It commits once the copy thread
+    /// has written its managed copies; after a failure, the files before the failed one stay.
+    fn batch(
         &self,
-        tx: &mut rusqlite::Transaction<'_>,
-        library: LibraryId,
-        candidate: &Candidate,
-        bytes: &[u8],
-        text: &str,
-    ) -> Result<Outcome, KnowledgeError> {
-        let hash = format!("{:x}", Sha256::digest(bytes));
-        let source_path = candidate.path.to_string_lossy();
-        let tx = tx.savepoint()?;
+        run: &mut Run<'_>,
+        files: &mut Files,
+        copies: &mut Copies,
+        progress: &mut impl FnMut(ImportProgress),
+    ) -> Result<(), KnowledgeError> {
+        let mut conn = self.writer();
+        // Immediate: the batch allocates document ids, so no other connection may write in between.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Checked under the writer lock: a library deleted mid-import ends the import cleanly.
-        let exists = tx.query_row("SELECT 1 FROM libraries WHERE id = ?1", [library.0], |_| Ok(())).optional()?;
-        if exists.is_none() {
-            return Err(KnowledgeError::LibraryNotFound(library));
+        store::check_library(&tx, run.library)?;
+        if !run.bulk {
+            bulk::begin(&tx)?;
+            run.bulk = true;
         }
-        let existing: Option<(i64, String, String)> = tx
-            .query_row(
-                "SELECT id, content_hash, managed_path FROM documents WHERE library_id = ?1 AND source_path = ?2",
-                params![library.0, source_path],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        let (document, managed_path, outcome) = match existing {
-            Some((_, old_hash, _)) if old_hash == hash => return Ok(Outcome::Unchanged),
-            Some((id, _, managed_path)) => {
-                let id = DocumentId(id);
-                delete_chunks(&tx, id)?;
-                tx.execute(
-                    "UPDATE documents SET title = ?1, content_hash = ?2, bytes = ?3, imported_at = ?4 WHERE id = ?5",
-                    params![candidate.title, hash, bytes.len() as i64, now_ms(), id.0],
-                )?;
-                (id, PathBuf::from(managed_path), Outcome::Replaced)
+        let mut writer = BatchWriter::new(&self.managed_root, run.library, copies);
+        let mut failure = None;
+        let (batch_started, mut batch_files, mut batch_bytes) = (Instant::now(), 0, 0);
+        while batch_files < IMPORT_BATCH_FILES && batch_bytes < IMPORT_BATCH_BYTES && batch_started.elapsed() < IMPORT_BATCH_TIME {
+            let waited = Instant::now();
+            let Some(Fetched { candidate, loaded, read, hash }) = files.next() else { break };
+            run.phases.wait += waited.elapsed();
+            if run.cancel.is_cancelled() {
+                run.report.cancelled = true;
+                break;
             }
-            None => {
-                tx.execute(
-                    "INSERT INTO documents (library_id, source_path, title, managed_path, content_hash, bytes, imported_at)
-                     VALUES (?1, ?2, ?3, '', ?4, ?5, ?6)",
-                    params![library.0, source_path, candidate.title, hash, bytes.len() as i64, now_ms()],
-                )?;
-                let id = DocumentId(tx.last_insert_rowid());
-                let file_name = candidate.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let managed_path = managed::document_file(library, id, &file_name);
-                tx.execute("UPDATE documents SET managed_path = ?1 WHERE id = ?2", params![managed_path.to_string_lossy(), id.0])?;
-                (id, managed_path, Outcome::Imported)
+            run.phases.read += read;
+            run.phases.hash += hash;
+            let (path, scanned) = (candidate.path.clone(), candidate.bytes);
+            match loaded {
+                Err(reason) => {
+                    tracing::debug!(path = %path.display(), %reason, "knowledge import skipped a file");
+                    run.report.skipped.push(SkippedPath { path: path.clone(), reason });
+                }
+                Ok(loaded) => {
+                    batch_files += 1;
+                    batch_bytes += loaded.text.len();
+                    match writer.store(&tx, candidate, loaded, &mut run.phases) {
+                        Ok(Stored::Unchanged) => run.report.unchanged += 1,
+                        Ok(Stored::Imported) => run.report.imported += 1,
+                        Ok(Stored::Replaced) => run.report.replaced += 1,
+                        Err(failed) => {
+                            failure = Some(failed);
+                            break;
+                        }
+                    }
+                }
             }
+            run.event.files_done += 1;
+            run.event.bytes_done += scanned;
+            run.event.current = Some(path);
+            progress(run.event.clone());
+        }
+        // The first failure in file order decides what stays: a failed copy is of a file before the
+        // one whose rows failed, if any.
+        let (keep, error) = match (writer.copied(&mut run.phases), failure) {
+            (Some((before, e)), _) => (Some(before), Some(e)),
+            (None, Some(Failure::Partial(e))) => (Some(writer.staged()), Some(e)),
+            // Nothing of the failed file was written: the batch commits as it is.
+            (None, Some(Failure::Clean(e))) => (None, Some(e)),
+            (None, None) => (None, None),
         };
-        insert_chunks(&tx, library, document, &candidate.title, text)?;
-        managed::write(&self.managed_root, &managed_path, bytes)?;
-        tx.commit()?;
-        Ok(outcome)
+        let committing = Instant::now();
+        match keep {
+            None => tx.commit()?,
+            Some(keep) => {
+                if let Err(rollback) = tx.rollback() {
+                    tracing::error!(%rollback, "knowledge import could not roll a failed batch back");
+                }
+                // Write the files before the failed one again.
+                writer.replay(&mut conn, keep)?;
+            }
+        }
+        run.phases.commit += committing.elapsed();
+        error.map_or(Ok(()), Err)
     }
-}
-
-fn insert_chunks(conn: &Connection, library: LibraryId, document: DocumentId, title: &str, text: &str) -> Result<(), KnowledgeError> {
-    let mut chunk_row = conn.prepare_cached("INSERT INTO chunks (id, document_id, library_id, start_line) VALUES (?1, ?2, ?3, ?4)")?;
-    let mut fts_row = conn.prepare_cached("INSERT INTO chunks_fts (rowid, title, body, scope) VALUES (?1, ?2, ?3, ?4)")?;
-    let scope = scope_token(library);
-    for (seq, chunk) in chunk_text(text).iter().enumerate() {
-        let id = chunk_id(document, seq);
-        chunk_row.execute(params![id, document.0, library.0, chunk.start_line])?;
-        fts_row.execute(params![id, title, chunk.text, scope])?;
-    }
-    Ok(())
 }

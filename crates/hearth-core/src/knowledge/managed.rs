@@ -59,6 +59,38 @@ pub(crate) fn write(root: &Path, relative: &Path, bytes: &[u8]) -> Result<(), Kn
     Ok(())
 }
 
+/// Create the library's folder under `root` if needed and check that no link leads out of it; once
+/// per import batch, so the documents written into it need no folder work of their own.
+pub(crate) fn library_folder(root: &Path, library: LibraryId) -> Result<(), KnowledgeError> {
+    let relative = library_dir(library);
+    let path = resolve_managed(root, &relative)?;
+    std::fs::create_dir_all(&path).map_err(|e| KnowledgeError::io(&path, e))?;
+    // The folder exists now: check again so a link swapped in for it is caught.
+    resolve_managed(root, &relative)?;
+    Ok(())
+}
+
+/// Write a new document's copy in place, in a folder [`library_folder`] made. No temp file and rename
+/// (they were a third of the file system work of an import): a new document's id is unused, so no
+/// reader can see the file before the transaction naming it commits, and a copy left half-written by
+/// a crash belongs to no document. `O_NOFOLLOW` refuses a link planted at the name after the check.
+pub(crate) fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> Result<(), KnowledgeError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = resolve_managed(root, relative)?;
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|mut file| file.write_all(bytes));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&path);
+        return Err(KnowledgeError::io(&path, e));
+    }
+    Ok(())
+}
+
 /// Remove a file or folder (with everything in it) under `root`; a missing one is fine.
 pub(crate) fn remove(root: &Path, relative: &Path) -> Result<(), KnowledgeError> {
     let path = resolve_managed(root, relative)?;
@@ -122,5 +154,25 @@ mod tests {
         remove(root, Path::new("library-1")).unwrap();
         assert!(!root.join("library-1").exists());
         remove(root, Path::new("library-1")).unwrap();
+    }
+
+    #[test]
+    fn a_new_copy_is_written_in_place_and_never_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        library_folder(&root, LibraryId(1)).unwrap();
+        write_new(&root, Path::new("library-1/7-a.md"), b"first").unwrap();
+        write_new(&root, Path::new("library-1/7-a.md"), b"new").unwrap();
+        assert_eq!(std::fs::read(root.join("library-1/7-a.md")).unwrap(), b"new", "a crash's leftover is replaced");
+        assert_eq!(std::fs::read_dir(root.join("library-1")).unwrap().count(), 1, "no temp file");
+        // A link at the name, or as the library folder, is refused and nothing is written through it.
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, "keep").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("library-1/8-b.md")).unwrap();
+        assert!(write_new(&root, Path::new("library-1/8-b.md"), b"x").is_err());
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep");
+        std::os::unix::fs::symlink(tmp.path(), root.join("library-2")).unwrap();
+        assert!(matches!(library_folder(&root, LibraryId(2)), Err(KnowledgeError::OutsideRoot { .. })));
     }
 }

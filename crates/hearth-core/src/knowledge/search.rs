@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::error::KnowledgeError;
@@ -20,7 +21,12 @@ pub const MAX_SEARCH_LIBRARIES: usize = 256;
 pub const MAX_READ_BYTES: usize = 1024 * 1024;
 /// A word found in more than this share of all chunks is left out of the match when the query has
 /// rarer words: bm25 gives it no weight (its idf is floored at that point), so it only costs time.
+/// Which words are common is remembered per state of the index (see `frequency.rs`).
 pub const COMMON_TERM_SHARE: f64 = 0.5;
+/// When every word of a query is common, only this many matching chunks are ranked, the most
+/// recently imported first: bm25 gives such words no weight, so ranking every match (most of the
+/// index: 25,000 chunks and 20-40 ms in the benchmark) buys an order that means little.
+pub const COMMON_QUERY_CHUNKS: usize = 512;
 /// Tokens of context in a snippet.
 pub const SNIPPET_TOKENS: i64 = 24;
 /// Low bits of a chunk's row id holding its number within the document (see the schema). A document
@@ -59,30 +65,59 @@ fn text_filter(expression: &str) -> String {
     format!("{{title body}} : ({expression})")
 }
 
-/// Best chunk per document for `expression`, best documents first, only in `libraries`: the scope
-/// filter is part of the FTS expression, and each hit's library is checked again against the rows.
-fn ranked(conn: &Connection, expression: &str, libraries: &[i64], limit: usize) -> Result<Vec<SearchHit>, KnowledgeError> {
-    let scopes: Vec<String> = libraries.iter().map(|&id| format!("\"{}\"", scope_token(LibraryId(id)))).collect();
-    let full = format!("{} AND scope : ({})", text_filter(expression), scopes.join(" OR "));
-    // min(rank) makes the bare `rowid` the document's best chunk (an SQLite rule for min/max).
+/// Best chunk per document for `expression`, best documents first, only in `libraries`; with `bound`,
+/// only the `bound` most recently imported matching chunks are ranked. The library filter is on the
+/// chunk rows, bound as parameters, and each hit's library is checked again against the documents.
+/// (It used to be a token in the FTS expression: bm25 then counted that token's rows, every chunk of
+/// the granted libraries, on every search, for a column weighted zero. The scores are the same.)
+fn ranked(
+    conn: &Connection,
+    expression: &str,
+    libraries: &[i64],
+    limit: usize,
+    bound: Option<usize>,
+) -> Result<Vec<SearchHit>, KnowledgeError> {
+    let text_only = text_filter(expression);
+    let in_libraries = placeholders(3, libraries.len());
+    // Both statements take ?1 the expression, ?2 a count, ?3 the lowest chunk ranked (unused by the
+    // first: parameters count up to the largest number, so it is bound anyway), then the libraries.
+    let params = |count: usize, lowest: i64| {
+        let leading = [Value::from(text_only.clone()), Value::from(count as i64), Value::from(lowest)];
+        params_from_iter(leading.into_iter().chain(libraries.iter().map(|&id| Value::from(id))))
+    };
+    // The `bound`-th most recent match, found without ranking (FTS5 walks its row ids backwards).
+    let lowest = match bound {
+        Some(bound) if bound > 0 => {
+            let mut nth = conn.prepare_cached(&format!(
+                "SELECT chunks_fts.rowid FROM chunks_fts CROSS JOIN chunks ON chunks.id = chunks_fts.rowid
+                 WHERE chunks_fts MATCH ?1 AND chunks.library_id IN {in_libraries}
+                 ORDER BY chunks_fts.rowid DESC LIMIT 1 OFFSET ?2"
+            ))?;
+            nth.query_row(params(bound - 1, 0), |r| r.get(0)).optional()?.unwrap_or(0)
+        }
+        _ => 0,
+    };
+    // min(rank) makes the bare rowid the document's best chunk (an SQLite rule for min/max). CROSS
+    // JOIN keeps the index as the outer loop: one chunk row lookup per match.
     let mut best = conn.prepare_cached(&format!(
-        "SELECT rowid >> {CHUNK_ID_BITS} AS document, rowid, min(rank) AS best FROM chunks_fts
-         WHERE chunks_fts MATCH ?1 GROUP BY document ORDER BY best LIMIT ?2"
+        "SELECT chunks_fts.rowid >> {CHUNK_ID_BITS} AS document, chunks_fts.rowid, min(rank) AS best
+         FROM chunks_fts CROSS JOIN chunks ON chunks.id = chunks_fts.rowid
+         WHERE chunks_fts MATCH ?1 AND chunks_fts.rowid >= ?3 AND chunks.library_id IN {in_libraries}
+         GROUP BY document ORDER BY best LIMIT ?2"
     ))?;
     let rows: Vec<(i64, i64, f64)> =
-        best.query_map(params![full, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
+        best.query_map(params(limit, lowest), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
     let mut document = conn.prepare_cached("SELECT library_id, title FROM documents WHERE id = ?1")?;
     let mut snippet = conn.prepare_cached(&format!(
         "SELECT snippet(chunks_fts, 1, '«', '»', '…', {SNIPPET_TOKENS}) FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid = ?2"
     ))?;
-    let text_only = text_filter(expression);
     let mut hits = Vec::with_capacity(rows.len());
     for (id, chunk, rank) in rows {
         let Some((library, path)) = document.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?))).optional()? else {
             continue;
         };
         if libraries.binary_search(&library).is_err() {
-            tracing::error!(document = id, library, "knowledge index scope disagrees with the documents table; hit dropped");
+            tracing::error!(document = id, library, "knowledge chunk rows disagree with the documents table; hit dropped");
             continue;
         }
         let snippet: String = snippet.query_row(params![text_only, chunk], |r| r.get(0)).optional()?.unwrap_or_default();
@@ -91,33 +126,12 @@ fn ranked(conn: &Connection, expression: &str, libraries: &[i64], limit: usize) 
     Ok(hits)
 }
 
-/// `terms` less those in more than [`COMMON_TERM_SHARE`] of all chunks, unless that leaves none.
-fn without_common_terms(conn: &Connection, terms: Vec<Term>) -> Result<Vec<Term>, KnowledgeError> {
-    if terms.len() < 2 {
-        return Ok(terms);
-    }
-    let chunks: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    let mut frequency = conn.prepare_cached("SELECT doc FROM chunks_vocab WHERE term = ?1")?;
-    let mut rare = Vec::with_capacity(terms.len());
-    for term in &terms {
-        let common = match &term.token {
-            Some(token) => {
-                let rows: i64 = frequency.query_row([token], |r| r.get(0)).optional()?.unwrap_or(0);
-                rows as f64 > chunks as f64 * COMMON_TERM_SHARE
-            }
-            None => false,
-        };
-        if !common {
-            rare.push(term.clone());
-        }
-    }
-    Ok(if rare.is_empty() { terms } else { rare })
-}
-
 impl KnowledgeService {
     /// Search `libraries` for `query` (any text; it is never FTS syntax), at most `limit` hits (capped
     /// at [`MAX_SEARCH_LIMIT`]), one per document, best first. Every word must match; if no chunk has
-    /// them all, chunks with any of them are ranked instead. Unknown or deleted libraries give no hits.
+    /// them all, chunks with any of them are ranked instead. Common words (see [`COMMON_TERM_SHARE`])
+    /// are left out while rarer ones remain; a query of only common words ranks the most recent
+    /// [`COMMON_QUERY_CHUNKS`] chunks that match. Unknown or deleted libraries give no hits.
     pub fn search(&self, libraries: &[LibraryId], query: &str, limit: usize) -> Result<Vec<SearchHit>, KnowledgeError> {
         let libraries = checked_libraries(libraries)?;
         let limit = limit.min(MAX_SEARCH_LIMIT);
@@ -127,14 +141,20 @@ impl KnowledgeService {
         let conn = self.reader()?;
         // One read transaction: every statement of this search sees the same snapshot.
         let tx = conn.unchecked_transaction()?;
-        let terms = without_common_terms(&tx, terms(query))?;
-        let Some(all) = expression(&terms, MatchMode::All) else {
+        let terms = terms(query);
+        if terms.is_empty() {
             return Ok(Vec::new());
-        };
-        let mut hits = ranked(&tx, &all, &libraries, limit)?;
+        }
+        let common = self.frequencies.common(&tx, &terms)?;
+        let only_common = common.iter().all(|&c| c);
+        let terms: Vec<Term> =
+            if only_common { terms } else { terms.into_iter().zip(common).filter(|(_, common)| !common).map(|(t, _)| t).collect() };
+        let bound = only_common.then_some(COMMON_QUERY_CHUNKS);
+        let all = expression(&terms, MatchMode::All).expect("terms are not empty");
+        let mut hits = ranked(&tx, &all, &libraries, limit, bound)?;
         if hits.is_empty() && terms.len() > 1 {
             let any = expression(&terms, MatchMode::Any).expect("terms are not empty");
-            hits = ranked(&tx, &any, &libraries, limit)?;
+            hits = ranked(&tx, &any, &libraries, limit, bound)?;
         }
         Ok(hits)
     }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
+use super::bulk;
 use super::error::KnowledgeError;
+use super::frequency::Frequencies;
 use super::managed;
 use super::schema;
 use super::types::{DocumentId, DocumentInfo, Library, LibraryId};
@@ -18,6 +20,9 @@ pub const READER_POOL_SIZE: usize = 4;
 pub const READER_CACHE_KIB: i64 = 32 * 1024;
 /// Bytes of the database a read connection maps into memory (reads without copying).
 pub const READER_MMAP_BYTES: i64 = 256 * 1024 * 1024;
+/// Page cache of the writer, in KiB: an import's index segments and b-tree pages stay in memory
+/// while they are written and merged (SQLite's default is 2 MiB).
+pub const WRITER_CACHE_KIB: i64 = 64 * 1024;
 /// Longest library name, in characters.
 pub const MAX_LIBRARY_NAME_CHARS: usize = 200;
 /// How long a statement waits for a lock held by another connection before failing.
@@ -29,6 +34,8 @@ pub struct KnowledgeService {
     pub(super) managed_root: PathBuf,
     pub(super) writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    /// Which query words are common, per state of the index.
+    pub(super) frequencies: Frequencies,
 }
 
 /// A pooled read-only connection, returned to the pool on drop.
@@ -54,7 +61,7 @@ impl Drop for Reader<'_> {
 }
 
 /// A poisoned lock only means another thread panicked; SQLite rolled its transaction back.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -90,9 +97,17 @@ impl KnowledgeService {
             tracing::warn!(mode, "knowledge database is not in WAL mode; searches may wait for imports");
         }
         writer.pragma_update(None, "synchronous", "NORMAL")?;
+        writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         schema::migrate(&mut writer)?;
+        bulk::repair(&writer)?;
         tracing::info!(db = %db_path.display(), root = %managed_root.display(), "knowledge service open");
-        Ok(KnowledgeService { db_path, managed_root, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(KnowledgeService {
+            db_path,
+            managed_root,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            frequencies: Frequencies::default(),
+        })
     }
 
     /// Run `f` on a blocking thread: the way async callers (gateway, Tauri commands) use the service.
@@ -237,7 +252,7 @@ impl KnowledgeService {
 
 /// Remove a document's chunks from the index and the chunk table.
 pub(super) fn delete_chunks(conn: &Connection, document: DocumentId) -> Result<(), rusqlite::Error> {
-    conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)", [document.0])?;
-    conn.execute("DELETE FROM chunks WHERE document_id = ?1", [document.0])?;
+    conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)")?.execute([document.0])?;
+    conn.prepare_cached("DELETE FROM chunks WHERE document_id = ?1")?.execute([document.0])?;
     Ok(())
 }
