@@ -16,6 +16,7 @@
 
 pub mod app;
 pub mod binaries;
+pub mod changes;
 pub mod diagnostics;
 pub mod host;
 pub mod images;

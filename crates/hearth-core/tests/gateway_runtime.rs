@@ -66,7 +66,7 @@ async fn run(rt: &OpenCodeRuntime, hooks: &Arc<GatewayRunHooks>, space: &Executi
     let all = async {
         while let Some(ev) = stream.next().await {
             match ev {
-                RuntimeEvent::Session { native_session_id } => session = native_session_id,
+                RuntimeEvent::Session { native_session_id, .. } => session = native_session_id,
                 RuntimeEvent::Ended { end: TurnEnd::Done { text: t, .. } } => text = Some(t),
                 RuntimeEvent::Ended { end } => panic!("{conversation} wave {wave}: {end:?}"),
                 _ => {}

@@ -111,7 +111,7 @@ async fn until_idle(rt: &OpenCodeRuntime, space: &ExecutionSpace, session: &str)
 }
 
 fn session_of(events: &[RuntimeEvent]) -> String {
-    events.iter().find_map(|e| match e { RuntimeEvent::Session { native_session_id } => Some(native_session_id.clone()), _ => None }).expect("a session")
+    events.iter().find_map(|e| match e { RuntimeEvent::Session { native_session_id, .. } => Some(native_session_id.clone()), _ => None }).expect("a session")
 }
 
 /// The agent: `GAP-TEXT` answers in two halves with a gate between; `GAP-MANY` reads the marker

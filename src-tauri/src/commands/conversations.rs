@@ -1,5 +1,6 @@
 use hearth_core::app::{ConversationSnapshot, StagedAttachment};
-use hearth_core::runtime::{CompactOutcome, PermissionReply, WorkMode};
+use hearth_core::changes::FileDiff;
+use hearth_core::runtime::{CompactOutcome, PermissionReply, PlanStep, WorkMode};
 use hearth_core::store::{Conversation, Message};
 use tauri::State;
 
@@ -80,4 +81,36 @@ pub async fn delete_conversation(state: State<'_, AppState>, id: String) -> R<()
 #[specta::specta]
 pub async fn conversation_snapshot(state: State<'_, AppState>, conversation_id: String) -> R<ConversationSnapshot> {
     Ok(state.hearth.conversation_snapshot(conversation_id).await?)
+}
+
+/// One page of one file's difference in a reply's turn.
+#[tauri::command]
+#[specta::specta]
+pub async fn file_diff(state: State<'_, AppState>, reply_id: String, path: String, page: u32) -> R<FileDiff> {
+    Ok(state.hearth.file_diff(&reply_id, &path, page).await?)
+}
+
+/// Undo a reply's turn and the later ones (`force`: overwrite files changed since).
+#[tauri::command]
+#[specta::specta]
+pub async fn undo_turn(state: State<'_, AppState>, conversation_id: String, reply_id: String, force: bool) -> R<()> {
+    Ok(state.hearth.undo_turn(&conversation_id, &reply_id, force).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn redo_turns(state: State<'_, AppState>, conversation_id: String, force: bool) -> R<()> {
+    Ok(state.hearth.redo_turns(&conversation_id, force).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn fork_conversation(state: State<'_, AppState>, conversation_id: String, reply_id: String) -> R<Conversation> {
+    Ok(state.hearth.fork_conversation(&conversation_id, &reply_id).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn conversation_plan(state: State<'_, AppState>, conversation_id: String) -> R<Vec<PlanStep>> {
+    Ok(state.hearth.conversation_plan(&conversation_id).await?)
 }

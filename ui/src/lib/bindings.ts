@@ -43,6 +43,13 @@ export const commands = {
 	stageAttachment: (name: string, dataBase64: string) => typedError<StagedAttachment, CommandError>(__TAURI_INVOKE("stage_attachment", { name, dataBase64 })),
 	setWorkMode: (conversationId: string, mode: WorkMode) => typedError<null, CommandError>(__TAURI_INVOKE("set_work_mode", { conversationId, mode })),
 	setConversationProfile: (conversationId: string, profileId: string | null) => typedError<null, CommandError>(__TAURI_INVOKE("set_conversation_profile", { conversationId, profileId })),
+	/**  One page of one file's difference in a reply's turn. */
+	fileDiff: (replyId: string, path: string, page: number) => typedError<FileDiff, CommandError>(__TAURI_INVOKE("file_diff", { replyId, path, page })),
+	/**  Undo a reply's turn and the later ones (`force`: overwrite files changed since). */
+	undoTurn: (conversationId: string, replyId: string, force: boolean) => typedError<null, CommandError>(__TAURI_INVOKE("undo_turn", { conversationId, replyId, force })),
+	redoTurns: (conversationId: string, force: boolean) => typedError<null, CommandError>(__TAURI_INVOKE("redo_turns", { conversationId, force })),
+	forkConversation: (conversationId: string, replyId: string) => typedError<Conversation, CommandError>(__TAURI_INVOKE("fork_conversation", { conversationId, replyId })),
+	conversationPlan: (conversationId: string) => typedError<PlanStep[], CommandError>(__TAURI_INVOKE("conversation_plan", { conversationId })),
 	listProfiles: () => typedError<ModelProfile[], CommandError>(__TAURI_INVOKE("list_profiles")),
 	/**  Add (`id` null) or update a profile; the API key is stored outside the database. */
 	saveProfile: (id: string | null, save: ProfileSave) => typedError<ModelProfile, CommandError>(__TAURI_INVOKE("save_profile", { id, save })),
@@ -121,6 +128,17 @@ export type Attachment = {
 export type BinaryCheck = { status: "ready"; path: string; version: string; source: Source } | 
 /**  `message` is a whole sentence for the user; `path` is the file it is about, if any. */
 { status: "problem"; path: string | null; message: string };
+
+/**  What happened to one file. */
+export type ChangeKind = "added" | "modified" | "deleted";
+
+/**  A turn's changes: the files (at most [`MAX_LISTED_CHANGES`]) and how many there were. */
+export type ChangeList = {
+	files: FileChange[],
+	totalFiles: number,
+	additions: number,
+	deletions: number,
+};
 
 /**
  *  The result of one check, for the results table, the JSON export and the CLI. Holds no secrets:
@@ -210,6 +228,18 @@ export type DiagnosticsStatus = {
 	selftestRunning: boolean,
 };
 
+export type DiffLine = {
+	kind: DiffLineKind,
+	oldLine: number | null,
+	newLine: number | null,
+	/**  Without its line ending. */
+	text: string,
+};
+
+export type DiffLineKind = 
+/**  A hunk's header (`@@ -1,3 +1,4 @@`). */
+"hunk" | "context" | "added" | "removed";
+
 /**  A document's id (see [`LibraryId`] for the number type). */
 export type DocumentId = number;
 
@@ -247,6 +277,10 @@ export type ErrorCode =
 "skill" | 
 /**  A self-test is running already, or none has run yet. */
 "selftest" | 
+/**  Undo or redo would overwrite files changed since the agent's turn; the sentence names them. */
+"changeConflict" | 
+/**  The record of the project's files could not be read or written. */
+"changes" | 
 /**  Hearth itself failed (a bug): the sentence says what. */
 "internal";
 
@@ -286,6 +320,28 @@ export type Figure = {
 	min: number | null,
 	median: number | null,
 	max: number | null,
+};
+
+/**  One file a turn changed. */
+export type FileChange = {
+	/**  Relative to the project folder, `/`-separated. */
+	path: string,
+	kind: ChangeKind,
+	/**  Lines added and removed; `None` for a binary file or one too large to compare. */
+	additions: number | null,
+	deletions: number | null,
+	binary: boolean,
+	/**  Larger than [`MAX_DIFF_BLOB_BYTES`] on either side: named, not compared. */
+	tooLarge: boolean,
+};
+
+/**  One page of one file's difference. */
+export type FileDiff = {
+	change: FileChange,
+	lines: DiffLine[],
+	/**  This page (from 0) and how many there are; a binary or too large file has none. */
+	page: number,
+	pages: number,
 };
 
 /**  Sent after the folder is scanned and after each file. */
@@ -370,6 +426,8 @@ export type Message = {
 	toolCalls: ToolCall[],
 	attachments: Attachment[],
 	usage: Usage | null,
+	/**  What the reply's turn changed in the project's files (replies of finished turns only). */
+	changes: TurnChanges | null,
 };
 
 export type MessageRole = "user" | "assistant";
@@ -411,6 +469,15 @@ export type PermissionReply = "once" | "always" | "reject";
 
 /**  What a dialog is for: its title, and what it picks. */
 export type PickPurpose = "ProjectFolder" | "KnowledgeFiles" | "KnowledgeFolder" | "SkillFolder" | "RuntimeBinary";
+
+/**  Where one step of an agent's plan stands. */
+export type PlanStatus = "pending" | "inProgress" | "completed" | "cancelled";
+
+/**  One step of the plan an agent keeps for its session (OpenCode's todo list). */
+export type PlanStep = {
+	content: string,
+	status: PlanStatus,
+};
 
 /**  What the user edits. */
 export type ProfileInput = {
@@ -472,14 +539,17 @@ export type RegisteredRuntimeStatus = {
 
 /**  What a run streams, in order. Exactly one `Ended` ends every run, and nothing follows it. */
 export type RuntimeEvent = 
-/**  The native session serving this conversation (sent before the prompt goes out). */
-({ type: "session"; nativeSessionId: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | ({ type: "textDelta"; text: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never } | ({ type: "toolStarted"; callId: string; tool: string; input: Value }) & { attempt?: never; end?: never; error?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | ({ type: "toolFinished"; callId: string; tool: string; input: Value; output: string; error: string | null }) & { attempt?: never; end?: never; message?: never; nativeSessionId?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | {
+/**
+ *  The native session serving this conversation (sent before the prompt goes out).
+ *  `native_message_id` is the runtime's id of the turn's user message (where undo and fork cut).
+ */
+({ type: "session"; nativeSessionId: string; nativeMessageId: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | ({ type: "textDelta"; text: string }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; tool?: never } | ({ type: "toolStarted"; callId: string; tool: string; input: Value }) & { attempt?: never; end?: never; error?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | ({ type: "toolFinished"; callId: string; tool: string; input: Value; output: string; error: string | null }) & { attempt?: never; end?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; patterns?: never; permission?: never; permissionId?: never; text?: never } | {
 	type: "usage",
-} & Usage | ({ type: "permissionAsked"; permissionId: string; permission: string; patterns: string[] }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; text?: never; tool?: never } | 
+} & Usage | ({ type: "permissionAsked"; permissionId: string; permission: string; patterns: string[] }) & { attempt?: never; callId?: never; end?: never; error?: never; input?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; text?: never; tool?: never } | 
 /**  The provider failed and the runtime will retry. */
-({ type: "retrying"; attempt: number; message: string }) & { callId?: never; end?: never; error?: never; input?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
+({ type: "retrying"; attempt: number; message: string }) & { callId?: never; end?: never; error?: never; input?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
 /**  The run is over. */
-({ type: "ended"; end: TurnEnd }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never };
+({ type: "ended"; end: TurnEnd }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never };
 
 /**
  *  Identity of a process-owning runtime's configuration: a hash of the binary and the effective
@@ -625,6 +695,12 @@ export type ToolCall = {
 
 export type ToolCallStatus = "running" | "done" | "error";
 
+/**  A reply's changes as the window shows them. */
+export type TurnChanges = {
+	list: ChangeList,
+	state: TurnState,
+};
+
 /**  How a turn ended. */
 export type TurnEnd = 
 /**  The runtime finished the turn; `text` is the reply it stored for this turn. */
@@ -639,6 +715,15 @@ export type TurnFailure = {
 	kind: FailureKind,
 	message: string,
 };
+
+/**  Whether a turn's changes stand. */
+export type TurnState = 
+/**  As the agent left them. */
+"kept" | 
+/**  Undone: the files are as before the turn, and redo can bring it back. */
+"undone" | 
+/**  Undone and then a new message was sent: the runtime has forgotten the turn for good. */
+"discarded";
 
 /**  Token counts of one model step, as the runtime reports them. */
 export type Usage = {

@@ -4,7 +4,7 @@ import { contextTokens, initialState, isBusy, openFrom, reduce } from "./convers
 
 const reply = (over: Partial<Message> = {}): Message => ({
   id: "r1", conversationId: "c1", role: "assistant", text: "", status: "streaming", error: null,
-  createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, ...over,
+  createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, changes: null, ...over,
 });
 let seq = 0;
 const ev = (kind: ConversationUpdate["kind"]): ConversationUpdate => ({ conversationId: "c1", seq: ++seq, kind });

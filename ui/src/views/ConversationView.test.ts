@@ -1,11 +1,17 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { render, screen } from "@testing-library/svelte";
+import { fireEvent, render, screen } from "@testing-library/svelte";
 import type { Conversation, ConversationUpdate } from "../lib/bindings";
 
 const conversationSnapshot = vi.fn();
+const undoTurn = vi.fn();
 let deliver: (e: { payload: ConversationUpdate }) => void = () => {};
 vi.mock("../lib/bindings", () => ({
-  commands: { conversationSnapshot: (id: string) => conversationSnapshot(id), listLibraries: async () => ({ status: "ok", data: [] }) },
+  commands: {
+    conversationSnapshot: (id: string) => conversationSnapshot(id),
+    listLibraries: async () => ({ status: "ok", data: [] }),
+    conversationPlan: async () => ({ status: "ok", data: [] }),
+    undoTurn: (c: string, r: string, force: boolean) => undoTurn(c, r, force),
+  },
   events: {
     conversationUpdated: {
       listen: async (f: (e: { payload: ConversationUpdate }) => void) => {
@@ -41,7 +47,9 @@ const conversation: Conversation = {
   compactedAt: null,
 } as unknown as Conversation;
 
-const reply = { id: "r1", conversationId: "c1", role: "assistant", text: "PRO", status: "streaming", error: null, createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null };
+const reply = { id: "r1", conversationId: "c1", role: "assistant", text: "PRO", status: "streaming", error: null, createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, changes: null };
+const changedFile = { path: "b.txt", kind: "added", additions: 1, deletions: 0, binary: false, tooLarge: false };
+const edited = { ...reply, text: "Done", status: "done", changes: { state: "kept", list: { files: [changedFile], totalFiles: 1, additions: 1, deletions: 0 } } };
 const delta = (seq: number, text: string): ConversationUpdate => ({ conversationId: "c1", seq, kind: { type: "runtime", messageId: "r1", event: { type: "textDelta", text } } });
 
 describe("ConversationView", () => {
@@ -71,5 +79,19 @@ describe("ConversationView", () => {
     await view.rerender({ conversation: { ...conversation, libraryIds: ["1"] }, profiles: [], onchanged: () => {} });
     expect(screen.getByTestId("permission-prompt")).toBeTruthy();
     expect(conversationSnapshot).toHaveBeenCalledOnce();
+  });
+
+  it("names the files an undo would overwrite and undoes only when the user says so", async () => {
+    conversationSnapshot.mockResolvedValue({ status: "ok", data: { messages: [edited], updateSeq: 1 } });
+    undoTurn.mockResolvedValueOnce({ status: "error", error: { code: "changeConflict", message: "Nothing was changed: b.txt (edited since)." } });
+    undoTurn.mockResolvedValueOnce({ status: "ok", data: null });
+    render(ConversationView, { conversation, profiles: [], onchanged: () => {} });
+    expect((await screen.findByTestId("changes-summary")).textContent).toMatch(/1 file changed/);
+    await fireEvent.click(screen.getByTestId("undo-turn"));
+    expect((await screen.findByTestId("undo-conflict")).textContent).toContain("b.txt (edited since)");
+    expect(undoTurn).toHaveBeenLastCalledWith("c1", "r1", false);
+    await fireEvent.click(screen.getByTestId("undo-anyway"));
+    await vi.waitFor(() => expect(undoTurn).toHaveBeenLastCalledWith("c1", "r1", true));
+    await vi.waitFor(() => expect(screen.queryByTestId("undo-conflict")).toBeNull());
   });
 });

@@ -16,8 +16,13 @@ impl Hearth {
         blocking(&self.store, move |s| s.add_project(&space.root)).await
     }
 
+    /// Remove a project from Hearth (its folder stays as it is), with the record of its changes.
     pub async fn remove_project(&self, id: String) -> AppResult<()> {
-        blocking(&self.store, move |s| s.remove_project(&id)).await
+        let pid = id.clone();
+        blocking(&self.store, move |s| s.remove_project(&pid)).await?;
+        let tracker = self.change_tracker();
+        tokio::task::spawn_blocking(move || tracker.forget(&id)).await?;
+        Ok(())
     }
 
     /// What happens when the agent reaches outside the project folder: refused, or the user is

@@ -54,6 +54,9 @@ impl Hearth {
         })
         .await?;
         let space = space::resolve_local(&project.path)?;
+        if self.is_rewinding(&project.id) {
+            return Err(AppError::Rewinding);
+        }
         if !attachment_ids.is_empty() {
             let profile_id = conversation.profile_id.clone().or(settings.default_profile_id.clone());
             let profile = profiles.iter().find(|p| Some(&p.id) == profile_id.as_ref()).or(profiles.first());
@@ -84,7 +87,11 @@ impl Hearth {
             if turns.contains_key(conversation_id) {
                 return Err(AppError::Busy);
             }
-            turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone() });
+            // Checked again under the turns lock, which an undo takes too: one of the two waits.
+            if self.is_rewinding(&project.id) {
+                return Err(AppError::Rewinding);
+            }
+            turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone(), project_id: project.id.clone() });
         }
         let request_id = uuid::Uuid::new_v4().to_string();
         // The grant lives exactly as long as the turn: revoked when this guard goes, whether the
@@ -109,9 +116,20 @@ impl Hearth {
         };
         let me = self.clone();
         let (user_id, reply_id) = (user.id.clone(), reply.id.clone());
+        let project_id = project.id.clone();
         tokio::spawn(async move {
             let cid = request.conversation_id.clone();
+            me.discard_undone(&cid).await;
+            // Only a turn that may edit is framed by checkpoints (Ask mode cannot change files).
+            let space = request.space.clone();
+            let before = match request.work_mode {
+                WorkMode::Execute => me.checkpoint(&project_id, &space).await,
+                WorkMode::Ask => None,
+            };
             me.drive_turn(request, &user_id, &reply_id, cancel).await;
+            if let Some(before) = before {
+                me.record_turn(&project_id, &space, &user_id, &reply_id, before).await;
+            }
             drop(grant);
             me.turns.lock().unwrap().remove(&cid);
             let (uid, rid) = (user_id.clone(), reply_id.clone());
@@ -166,8 +184,9 @@ impl Hearth {
     fn store_event(&self, conversation_id: &str, user_id: &str, reply_id: &str, event: &RuntimeEvent) -> Result<(), crate::store::StoreError> {
         let s = &self.store;
         match event {
-            RuntimeEvent::Session { native_session_id } => {
+            RuntimeEvent::Session { native_session_id, native_message_id } => {
                 s.set_native_session(conversation_id, Some(native_session_id))?;
+                s.set_native_id(user_id, native_message_id)?;
                 s.set_status(user_id, MessageStatus::Done)
             }
             RuntimeEvent::TextDelta { text } => s.append_text(reply_id, text),

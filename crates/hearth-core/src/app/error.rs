@@ -51,6 +51,10 @@ pub enum ErrorCode {
     Skill,
     /// A self-test is running already, or none has run yet.
     Selftest,
+    /// Undo or redo would overwrite files changed since the agent's turn; the sentence names them.
+    ChangeConflict,
+    /// The record of the project's files could not be read or written.
+    Changes,
     /// Hearth itself failed (a bug): the sentence says what.
     Internal,
 }
@@ -97,6 +101,16 @@ pub enum AppError {
     SelftestRunning,
     #[error("Run the self-test first.")]
     NoSelftestReport,
+    #[error(transparent)]
+    Changes(#[from] crate::changes::ChangesError),
+    #[error("A reply is running in this project; undo and redo wait until it ends (or stop it first).")]
+    TurnRunningInProject,
+    #[error("Hearth is undoing or redoing changes in this project; try again when it is done.")]
+    Rewinding,
+    #[error("Hearth has no record of what this reply changed (it ran in Ask mode, or before Hearth kept records), so it cannot be undone.")]
+    NoChangesRecorded,
+    #[error("Nothing in this conversation is undone.")]
+    NothingToRedo,
     #[error("Hearth stopped a task unexpectedly: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -119,6 +133,10 @@ impl AppError {
             AppError::NotRunning => ErrorCode::NotRunning,
             AppError::Write { .. } => ErrorCode::Storage,
             AppError::SelftestRunning | AppError::NoSelftestReport => ErrorCode::Selftest,
+            AppError::Changes(crate::changes::ChangesError::Conflicts(_)) => ErrorCode::ChangeConflict,
+            AppError::Changes(_) => ErrorCode::Changes,
+            AppError::TurnRunningInProject | AppError::Rewinding => ErrorCode::Busy,
+            AppError::NoChangesRecorded | AppError::NothingToRedo => ErrorCode::NotFound,
             AppError::Task(_) => ErrorCode::Internal,
         }
     }

@@ -4,6 +4,7 @@
 
 mod attachments;
 mod catalog;
+mod changes;
 mod conversations;
 pub mod diagnostics;
 mod error;
@@ -15,7 +16,7 @@ pub mod startup;
 pub mod tools;
 pub mod updates;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -62,6 +63,7 @@ impl HearthOptions {
 /// A turn running in one conversation: what stops it.
 struct RunningTurn {
     cancel: CancellationToken,
+    project_id: String,
 }
 
 pub struct Hearth {
@@ -73,6 +75,10 @@ pub struct Hearth {
     builtin: BuiltinModel,
     runtimes: Arc<SelectedRuntimeManager>,
     turns: Mutex<HashMap<String, RunningTurn>>,
+    /// What each turn changed in its project's files (see `changes.rs`).
+    changes: Arc<crate::changes::ChangeTracker>,
+    /// Projects whose files an undo or redo is writing: no turn starts there meanwhile.
+    rewinding: Mutex<HashSet<String>>,
     staged: Mutex<HashMap<String, PreparedImage>>,
     permissions: permissions::Permissions,
     tools: tools::Tools,
@@ -119,6 +125,7 @@ impl Hearth {
         config.registry = options.registry;
         let runtimes = Arc::new(SelectedRuntimeManager::start(config));
         let _ = manager_slot.set(Arc::downgrade(&runtimes));
+        let changes_root = options.paths.data_dir.join("changes");
         let hearth = Arc::new(Self {
             paths: options.paths,
             store,
@@ -128,6 +135,8 @@ impl Hearth {
             builtin: BuiltinModel::default(),
             runtimes,
             turns: Mutex::new(HashMap::new()),
+            changes: Arc::new(crate::changes::ChangeTracker::new(changes_root)),
+            rewinding: Mutex::new(HashSet::new()),
             staged: Mutex::new(HashMap::new()),
             permissions: Default::default(),
             tools,
@@ -196,6 +205,9 @@ impl Hearth {
         })
         .await?;
         let space = space::resolve_local(&project.path)?;
+        // The project's first record reads every file once; later ones only what changed.
+        let (me, record_space) = (self.clone(), space.clone());
+        tokio::spawn(async move { me.checkpoint(&project.id, &record_space).await });
         let me = self.clone();
         tokio::spawn(async move {
             let warmed = match me.runtime_for(&space).await {

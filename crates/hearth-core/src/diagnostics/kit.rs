@@ -55,6 +55,20 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// The app's options for a data folder (created if needed), finding the runtime as `opencode`
+/// says, with secrets in the data folder's private file (never the user's keyring).
+pub fn app_options(data: &Path, opencode: LocateInputs) -> Result<crate::app::HearthOptions, crate::host::paths::PathsError> {
+    let paths = crate::host::paths::AppPaths::under(data);
+    paths.ensure()?;
+    let binaries = crate::app::runtime_config::BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
+    Ok(crate::app::HearthOptions { secrets: crate::store::secrets::SecretsBackend::FileOnly, ..crate::app::HearthOptions::new(paths, binaries) })
+}
+
+/// Where the app finds the runtime in a checkout: its `node_modules`.
+pub fn checkout_locate_inputs() -> LocateInputs {
+    LocateInputs { anchors: vec![workspace_root()], ..Default::default() }
+}
+
 /// Find the pinned runtime and `rg` as a developer machine has them: `HEARTH_OPENCODE_BIN` if set,
 /// else the checkout's `node_modules`; `rg` from `HEARTH_RG_BIN` or `PATH`. A sentence when either
 /// is missing.

@@ -173,6 +173,38 @@ impl Client {
         self.send(&route, self.request(reqwest::Method::GET, &route, Some(directory))).await
     }
 
+    /// Mark the session's messages from `message_id` on as reverted (dropped at the next prompt).
+    pub async fn revert(&self, directory: &str, session: &str, message_id: &str) -> Result<(), ApiError> {
+        let route = format!("/session/{session}/revert");
+        let rb = self.request(reqwest::Method::POST, &route, Some(directory)).json(&json!({ "messageID": message_id }));
+        self.send_as::<Value>(&route, rb).await.map(drop)
+    }
+
+    pub async fn unrevert(&self, directory: &str, session: &str) -> Result<(), ApiError> {
+        let route = format!("/session/{session}/unrevert");
+        self.send_as::<Value>(&route, self.request(reqwest::Method::POST, &route, Some(directory))).await.map(drop)
+    }
+
+    /// A copy of the session with its messages before `message_id` (all when `None`); its id.
+    pub async fn fork(&self, directory: &str, session: &str, message_id: Option<&str>) -> Result<String, ApiError> {
+        let route = format!("/session/{session}/fork");
+        let body = match message_id {
+            Some(id) => json!({ "messageID": id }),
+            None => json!({}),
+        };
+        #[derive(serde::Deserialize, Default)]
+        struct Forked {
+            id: String,
+        }
+        let forked: Forked = self.send_as(&route, self.request(reqwest::Method::POST, &route, Some(directory)).json(&body)).await?;
+        Ok(forked.id)
+    }
+
+    pub async fn todo(&self, directory: &str, session: &str) -> Result<Vec<Todo>, ApiError> {
+        let route = format!("/session/{session}/todo");
+        self.send_as(&route, self.request(reqwest::Method::GET, &route, Some(directory))).await
+    }
+
     /// Busy and retrying sessions of a directory (idle ones are not listed).
     pub async fn session_status(&self, directory: &str) -> Result<StatusMap, ApiError> {
         self.send_as("/session/status", self.request(reqwest::Method::GET, "/session/status", Some(directory))).await
@@ -255,4 +287,11 @@ mod tests {
         assert_eq!(redact_session("/global/health", "no session here"), "no session here");
         assert_eq!(redact_session("/session", "POST /session failed"), "POST /session failed");
     }
+}
+
+/// One entry of a session's todo list, as the runtime keeps it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: String,
 }

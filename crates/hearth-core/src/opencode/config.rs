@@ -194,6 +194,9 @@ impl RuntimeConfig {
         let mut cfg = json!({
             "autoupdate": false,
             "share": "disabled",
+            // Hearth keeps its own record of what a turn changed (changes/): the runtime's snapshots
+            // would be a second copy, in git repositories only.
+            "snapshot": false,
             "enabled_providers": self.profiles.iter().map(ModelProfile::provider_id).collect::<Vec<_>>(),
             "provider": providers,
             // Hearth compacts explicitly (a button, the self-test); automatic compaction would start

@@ -90,7 +90,7 @@ async fn start(rt: &Arc<Shared>, request: &RunRequest, hooks: Option<&dyn RunHoo
             return failed(FailureKind::Grant, e.to_string());
         }
     }
-    let _ = out.send(RuntimeEvent::Session { native_session_id: session.clone() });
+    let _ = out.send(RuntimeEvent::Session { native_session_id: session.clone(), native_message_id: message_id.clone() });
     let sub = live.hub.subscribe(&session);
     if let Err(e) = live.client.prompt_async(directory, &session, &body).await {
         return api_failed("The runtime did not take the message", &e);

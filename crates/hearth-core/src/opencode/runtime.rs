@@ -146,6 +146,27 @@ impl AgentRuntime for OpenCodeRuntime {
         Ok(())
     }
 
+    async fn rewind_history(&self, space: &ExecutionSpace, native_session: &str, native_message_id: &str) -> Result<(), RuntimeError> {
+        let live = self.live().await?;
+        Ok(live.client.revert(space.root_str(), native_session, native_message_id).await?)
+    }
+
+    async fn restore_history(&self, space: &ExecutionSpace, native_session: &str) -> Result<(), RuntimeError> {
+        let live = self.live().await?;
+        Ok(live.client.unrevert(space.root_str(), native_session).await?)
+    }
+
+    async fn fork_session(&self, space: &ExecutionSpace, native_session: &str, before: Option<&str>) -> Result<String, RuntimeError> {
+        let live = self.live().await?;
+        Ok(live.client.fork(space.root_str(), native_session, before).await?)
+    }
+
+    async fn plan(&self, space: &ExecutionSpace, native_session: &str) -> Result<Vec<PlanStep>, RuntimeError> {
+        let live = self.live().await?;
+        let todos = live.client.todo(space.root_str(), native_session).await?;
+        Ok(todos.into_iter().map(|t| PlanStep { status: plan_status(&t.status), content: t.content }).collect())
+    }
+
     fn status(&self) -> RuntimeStatus {
         let rt = &self.0;
         let info = rt.server.info();
@@ -200,6 +221,15 @@ impl RuntimeSpec for RuntimeConfig {
 
     fn create(&self, host: &RuntimeHost) -> Result<Arc<dyn ProcessRuntime>, RuntimeError> {
         Ok(Arc::new(OpenCodeRuntime::new(self.clone(), host.root.join(FAMILY), host.clone())))
+    }
+}
+
+fn plan_status(status: &str) -> PlanStatus {
+    match status {
+        "in_progress" => PlanStatus::InProgress,
+        "completed" => PlanStatus::Completed,
+        "cancelled" => PlanStatus::Cancelled,
+        _ => PlanStatus::Pending,
     }
 }
 

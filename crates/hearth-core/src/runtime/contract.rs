@@ -90,8 +90,9 @@ pub struct Usage {
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum RuntimeEvent {
     /// The native session serving this conversation (sent before the prompt goes out).
+    /// `native_message_id` is the runtime's id of the turn's user message (where undo and fork cut).
     #[serde(rename_all = "camelCase")]
-    Session { native_session_id: String },
+    Session { native_session_id: String, native_message_id: String },
     #[serde(rename_all = "camelCase")]
     TextDelta { text: String },
     #[serde(rename_all = "camelCase")]
@@ -170,6 +171,24 @@ pub enum FailureKind {
     Lost,
     /// The runtime was stopped (Hearth is closing, or its configuration changed).
     Disposed,
+}
+
+/// Where one step of an agent's plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Cancelled,
+}
+
+/// One step of the plan an agent keeps for its session (OpenCode's todo list).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    pub content: String,
+    pub status: PlanStatus,
 }
 
 /// How the user answers a permission request.
@@ -298,6 +317,17 @@ pub trait AgentRuntime: Send + Sync {
     async fn test_connection(&self) -> Result<ConnectionInfo, RuntimeError>;
     /// Forget the conversation's native session mapping (the conversation was deleted or reset).
     async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError>;
+    /// Make the session forget its turns from the user message `native_message_id` on, for the
+    /// next prompt (undo). Until a prompt is sent, `restore_history` brings them back; the prompt
+    /// drops them for good. Files are not the runtime's to touch: Hearth restores them (`changes/`).
+    async fn rewind_history(&self, space: &ExecutionSpace, native_session: &str, native_message_id: &str) -> Result<(), RuntimeError>;
+    /// Bring back what `rewind_history` made the session forget (redo).
+    async fn restore_history(&self, space: &ExecutionSpace, native_session: &str) -> Result<(), RuntimeError>;
+    /// A new native session holding this one's history before the user message `before` (all of
+    /// it when `None`); the original is untouched. Returns the new session's id.
+    async fn fork_session(&self, space: &ExecutionSpace, native_session: &str, before: Option<&str>) -> Result<String, RuntimeError>;
+    /// The plan the agent keeps for the session; empty when it keeps none.
+    async fn plan(&self, space: &ExecutionSpace, native_session: &str) -> Result<Vec<PlanStep>, RuntimeError>;
     fn status(&self) -> RuntimeStatus;
     async fn dispose(&self);
 }

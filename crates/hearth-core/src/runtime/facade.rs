@@ -11,7 +11,7 @@ use futures::Stream;
 use tokio_util::sync::CancellationToken;
 
 use super::contract::{
-    AgentRuntime, CompactOutcome, CompactRequest, ConnectionInfo, EventStream, PermissionReply, RunRequest,
+    AgentRuntime, CompactOutcome, CompactRequest, ConnectionInfo, EventStream, PermissionReply, PlanStep, RunRequest,
     RuntimeError, RuntimeEvent, RuntimeStatus,
 };
 use super::process::ProcessRuntime;
@@ -156,6 +156,26 @@ impl AgentRuntime for WorkspaceRuntime {
     async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError> {
         let (_, runtime) = self.runtime()?;
         runtime.release_conversation(conversation_id).await
+    }
+
+    async fn rewind_history(&self, space: &ExecutionSpace, native_session: &str, native_message_id: &str) -> Result<(), RuntimeError> {
+        let (runtime, _guard) = self.begin(space)?;
+        runtime.rewind_history(space, native_session, native_message_id).await
+    }
+
+    async fn restore_history(&self, space: &ExecutionSpace, native_session: &str) -> Result<(), RuntimeError> {
+        let (runtime, _guard) = self.begin(space)?;
+        runtime.restore_history(space, native_session).await
+    }
+
+    async fn fork_session(&self, space: &ExecutionSpace, native_session: &str, before: Option<&str>) -> Result<String, RuntimeError> {
+        let (runtime, _guard) = self.begin(space)?;
+        runtime.fork_session(space, native_session, before).await
+    }
+
+    async fn plan(&self, space: &ExecutionSpace, native_session: &str) -> Result<Vec<PlanStep>, RuntimeError> {
+        let (runtime, _guard) = self.begin(space)?;
+        runtime.plan(space, native_session).await
     }
 
     fn status(&self) -> RuntimeStatus {

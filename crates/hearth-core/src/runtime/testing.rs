@@ -74,6 +74,7 @@ impl AgentRuntime for FakeRuntime {
         let first = futures::stream::iter([
             RuntimeEvent::Session {
                 native_session_id: session.clone(),
+                native_message_id: format!("msg_{}", request.request_id),
             },
             RuntimeEvent::TextDelta { text: text.clone() },
         ]);
@@ -124,6 +125,22 @@ impl AgentRuntime for FakeRuntime {
     async fn release_conversation(&self, conversation_id: &str) -> Result<(), RuntimeError> {
         self.calls.lock().unwrap().released.push(conversation_id.to_owned());
         Ok(())
+    }
+
+    async fn rewind_history(&self, _: &ExecutionSpace, _: &str, _: &str) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    async fn restore_history(&self, _: &ExecutionSpace, _: &str) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    async fn fork_session(&self, _: &ExecutionSpace, native_session: &str, _: Option<&str>) -> Result<String, RuntimeError> {
+        Ok(format!("{native_session}_fork"))
+    }
+
+    async fn plan(&self, _: &ExecutionSpace, _: &str) -> Result<Vec<PlanStep>, RuntimeError> {
+        Ok(Vec::new())
     }
 
     fn status(&self) -> RuntimeStatus {

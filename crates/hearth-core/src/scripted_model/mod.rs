@@ -5,6 +5,7 @@
 //! 127.0.0.1 only, behind a random API key; it records every chat-completion request, answers it
 //! as its [`Script`] says, and can hold matching requests to observe the runtime mid-call.
 
+mod edits;
 mod hold;
 mod record;
 mod request;
@@ -12,6 +13,7 @@ mod script;
 mod server;
 mod wire;
 
+pub use edits::{edit_commands, edit_reply, EditCommand};
 pub use hold::{HoldHandle, HoldRule};
 pub use record::{MAX_RECORDED_BODY_BYTES, MAX_RECORDED_REQUESTS};
 pub use request::{classify, ObservedRequest, RequestKind};

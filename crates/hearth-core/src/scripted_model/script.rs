@@ -110,6 +110,8 @@ impl fmt::Debug for Script {
 /// The default script:
 /// - title → a short title from the prompt;
 /// - compaction → a summary starting with [`SUMMARY_PREFIX`];
+/// - agent asked to `write`, `edit` or `plan:` (see [`super::edits`]) → those tool calls, one per
+///   step, then a sentence saying what it did;
 /// - agent with unanswered tool results → the first `PROJECT_<n>` marker in them, exactly, else a
 ///   sentence quoting the output;
 /// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
@@ -128,6 +130,9 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
         RequestKind::Title => Reply::Text(title_for(&request.last_user_text())),
         RequestKind::Compaction => Reply::Text(summary_for(request)),
         RequestKind::Agent => {
+            if let Some(reply) = super::edits::edit_reply(request) {
+                return reply;
+            }
             let results = request.tool_results_after_last_user();
             if !results.is_empty() {
                 let joined = results.join("\n");

@@ -90,6 +90,8 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     pub attachments: Vec<Attachment>,
     pub usage: Option<Usage>,
+    /// What the reply's turn changed in the project's files (replies of finished turns only).
+    pub changes: Option<super::turn_changes::TurnChanges>,
 }
 
 impl MessageRole {
@@ -190,6 +192,7 @@ pub(crate) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<Message> {
         tool_calls: Vec::new(),
         attachments: Vec::new(),
         usage,
+        changes: None,
     })
 }
 
@@ -247,7 +250,7 @@ fn attach_children(tx: &rusqlite::Connection, messages: &mut [Message], filter: 
             messages[i].attachments.push(attachment);
         }
     }
-    Ok(())
+    super::turn_changes::attach_turn_changes(tx, messages, filter, arg)
 }
 
 pub(crate) fn ensure_conversation(tx: &Transaction<'_>, conversation_id: &str) -> StoreResult<()> {

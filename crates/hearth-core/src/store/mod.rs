@@ -22,6 +22,7 @@
 
 mod bounds;
 mod conversations;
+mod fork;
 mod error;
 mod mcp_servers;
 mod messages;
@@ -31,6 +32,7 @@ mod schema;
 pub mod secrets;
 mod settings;
 mod streaming;
+mod turn_changes;
 #[cfg(test)]
 pub(crate) mod test_support;
 
@@ -52,6 +54,7 @@ pub use projects::Project;
 pub use schema::{SCHEMA_VERSION, MIGRATIONS};
 pub use settings::{peek_runtime_binary_override, AppSettings, Theme};
 pub use streaming::INTERRUPTED_REPLY_ERROR;
+pub use turn_changes::{TurnChanges, TurnRecord, TurnState};
 
 /// File name of the database inside the data folder.
 pub const DATABASE_FILE_NAME: &str = "hearth.sqlite3";

@@ -120,6 +120,25 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "add_project_outside_policy",
         sql: "ALTER TABLE projects ADD COLUMN outside_project TEXT NOT NULL DEFAULT 'deny';",
     },
+    Migration {
+        name: "add_turn_changes",
+        sql: "
+            -- The runtime's own id of a user message: where undo and fork cut its history.
+            ALTER TABLE messages ADD COLUMN native_id TEXT;
+            -- What each turn changed in its project's files: the record's trees before and after it
+            -- (see changes/), the change list as shown, and whether the turn is undone.
+            CREATE TABLE turn_changes (
+                reply_id        TEXT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+                conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+                user_id         TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                before_tree     TEXT NOT NULL,
+                after_tree      TEXT NOT NULL,
+                list            TEXT NOT NULL,
+                state           TEXT NOT NULL DEFAULT 'kept' CHECK (state IN ('kept', 'undone', 'discarded'))
+            );
+            CREATE INDEX turn_changes_by_conversation ON turn_changes(conversation_id);
+        ",
+    },
 ];
 
 /// The version this build writes.

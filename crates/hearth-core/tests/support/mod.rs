@@ -105,14 +105,10 @@ impl Recorder {
 
 /// Where the app finds the runtime in the tests: the checkout's `node_modules`.
 pub fn app_locate_inputs() -> LocateInputs {
-    LocateInputs { anchors: vec![workspace_root()], ..Default::default() }
+    kit::checkout_locate_inputs()
 }
 
 /// The app's options for a data folder, finding the runtime as `opencode` says.
 pub fn app_options(data: &Path, opencode: LocateInputs) -> HearthOptions {
-    let paths = AppPaths::under(data);
-    paths.ensure().unwrap();
-    let binaries = BinaryInputs { opencode, ripgrep: RgInputs::from_process(None, None), probe_home: paths.probe_dir.clone() };
-    // Tests never touch the user's keyring.
-    HearthOptions { secrets: hearth_core::store::secrets::SecretsBackend::FileOnly, ..HearthOptions::new(paths, binaries) }
+    kit::app_options(data, opencode).unwrap()
 }
