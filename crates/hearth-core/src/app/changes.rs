@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::updates::ConversationUpdateKind;
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::changes::{ChangeTracker, Checkpoint, FileDiff, FileMove};
-use crate::runtime::{AgentRuntime, PlanStep, RuntimeError};
+use crate::runtime::{AgentRuntime, PlanStep, RuntimeError, WorkspaceRuntime};
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Conversation, Project, TurnRecord, TurnState};
 
@@ -80,7 +80,7 @@ impl Hearth {
         self.rewinding.lock().unwrap().contains(project_id)
     }
 
-    async fn conversation_and_space(&self, conversation_id: &str) -> AppResult<(Conversation, Project, ExecutionSpace)> {
+    pub(crate) async fn conversation_and_space(&self, conversation_id: &str) -> AppResult<(Conversation, Project, ExecutionSpace)> {
         let cid = conversation_id.to_owned();
         let (conversation, project) = blocking(&self.store, move |s| {
             let c = s.get_conversation(&cid)?;
@@ -117,19 +117,14 @@ impl Hearth {
         let at = records.iter().position(|r| r.reply_id == reply_id && r.state == TurnState::Kept).ok_or(AppError::NoChangesRecorded)?;
         let turns: Vec<&TurnRecord> = records[at..].iter().filter(|r| r.state == TurnState::Kept).collect();
         let moves = self.moves(&project.id, &turns).await?;
-        self.apply_moves(&project.id, &space, moves.clone(), force).await?;
-        if let (Some(session), Some(native)) = (&conversation.native_session_id, &records[at].native_user_id) {
-            let rewound = match self.runtime_for(&space).await {
-                Ok(facade) => facade.rewind_history(&space, session, native).await.map_err(AppError::from),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = rewound {
-                // The files go back to what the agent left: the conversation and the folder agree.
-                let back: Vec<FileMove> = moves.iter().map(FileMove::reversed).collect();
-                let _ = self.apply_moves(&project.id, &space, back, true).await;
-                return Err(e);
+        let history = conversation.native_session_id.clone().zip(records[at].native_user_id.clone());
+        self.move_files_then_history(&project.id, &space, moves, force, |facade, space| async move {
+            match history {
+                Some((session, native)) => facade.rewind_history(&space, &session, &native).await,
+                None => Ok(()),
             }
-        }
+        })
+        .await?;
         self.set_states(conversation_id, turns.iter().map(|r| r.reply_id.clone()).collect(), TurnState::Undone).await
     }
 
@@ -144,18 +139,14 @@ impl Hearth {
             return Err(AppError::NothingToRedo);
         }
         let moves: Vec<FileMove> = self.moves(&project.id, &turns).await?.iter().map(FileMove::reversed).collect();
-        self.apply_moves(&project.id, &space, moves.clone(), force).await?;
-        if let Some(session) = &conversation.native_session_id {
-            let restored = match self.runtime_for(&space).await {
-                Ok(facade) => facade.restore_history(&space, session).await.map_err(AppError::from),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = restored {
-                let back: Vec<FileMove> = moves.iter().map(FileMove::reversed).collect();
-                let _ = self.apply_moves(&project.id, &space, back, true).await;
-                return Err(e);
+        let session = conversation.native_session_id.clone();
+        self.move_files_then_history(&project.id, &space, moves, force, |facade, space| async move {
+            match session {
+                Some(session) => facade.restore_history(&space, &session).await,
+                None => Ok(()),
             }
-        }
+        })
+        .await?;
         self.set_states(conversation_id, turns.iter().map(|r| r.reply_id.clone()).collect(), TurnState::Kept).await
     }
 
@@ -209,6 +200,28 @@ impl Hearth {
         let pairs: Vec<(Checkpoint, Checkpoint)> = turns.iter().map(|r| (r.before.clone(), r.after.clone())).collect();
         let (tracker, pid) = (self.change_tracker(), project_id.to_owned());
         Ok(tokio::task::spawn_blocking(move || tracker.undo_moves(&pid, &pairs)).await??)
+    }
+
+    /// Move the files, then bring the runtime's history along; if the runtime fails, the files go
+    /// back, so the conversation and the folder agree.
+    async fn move_files_then_history<F, Fut>(&self, project_id: &str, space: &ExecutionSpace, moves: Vec<FileMove>, force: bool, history: F) -> AppResult<()>
+    where
+        F: FnOnce(Arc<WorkspaceRuntime>, ExecutionSpace) -> Fut,
+        Fut: std::future::Future<Output = Result<(), RuntimeError>>,
+    {
+        self.apply_moves(project_id, space, moves.clone(), force).await?;
+        let moved = match self.runtime_for(space).await {
+            Ok(facade) => history(facade, space.clone()).await.map_err(AppError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = moved {
+            let back: Vec<FileMove> = moves.iter().map(FileMove::reversed).collect();
+            if let Err(undo) = self.apply_moves(project_id, space, back, true).await {
+                tracing::warn!(error = %undo, "could not put the files back after the runtime failed");
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     async fn apply_moves(&self, project_id: &str, space: &ExecutionSpace, moves: Vec<FileMove>, force: bool) -> AppResult<()> {

@@ -242,14 +242,7 @@ impl Hearth {
         if self.is_running(conversation_id) {
             return Err(AppError::Busy);
         }
-        let cid = conversation_id.to_string();
-        let (conversation, project) = blocking(&self.store, move |s| {
-            let c = s.get_conversation(&cid)?;
-            let p = s.get_project(&c.project_id)?;
-            Ok((c, p))
-        })
-        .await?;
-        let space = space::resolve_local(&project.path)?;
+        let (conversation, _project, space) = self.conversation_and_space(conversation_id).await?;
         let facade = self.runtime_for(&space).await?;
         let request = CompactRequest {
             request_id: uuid::Uuid::new_v4().to_string(),
