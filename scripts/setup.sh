@@ -11,11 +11,13 @@ log() { printf '[setup] %s\n' "$*"; }
 # answer native file dialogs in e2e (WebDriver reaches only the web view). dbus, gnome-keyring and
 # libsecret-tools (secret-tool): the keyring test starts a real Secret Service on a private session
 # bus and checks with libsecret's own tool that API keys land there (tests/secrets_keyring.rs).
+# git: the undo tests make a user's own git repository with git itself and check its index is
+# untouched (Hearth's record of a project's files uses the libgit2 built into it, not git).
 APT_PACKAGES=(
   build-essential pkg-config curl wget file ca-certificates
   libwebkit2gtk-4.1-dev libgtk-3-dev libssl-dev libxdo-dev libayatana-appindicator3-dev librsvg2-dev
   xvfb xauth webkit2gtk-driver fonts-dejavu-core ripgrep imagemagick xdotool
-  dbus gnome-keyring libsecret-tools
+  dbus gnome-keyring libsecret-tools git
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { attrs, click, launchApp, realRuntime, ROOT, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
+import { attrs, click, launchApp, realRuntime, ROOT, screenshot, setComposer, stopApp, textOf, texts, until } from "./harness.mjs";
 
 /** A PNG whose header claims 100000×100000 pixels (30 GB decoded) in 83 bytes. */
 const BOMB_B64 = readFileSync(path.join(ROOT, "fixtures/images/claims-100000x100000.png")).toString("base64");
@@ -70,11 +70,7 @@ describe("bad input in the real window", () => {
 
   it("sends a long (200 KB) message whole", async () => {
     const long = "word ".repeat(40_000).trim();
-    await app.browser.execute((t) => {
-      const input = document.querySelector('[data-testid="composer-input"]');
-      input.value = t;
-      input.dispatchEvent(new Event("input", { bubbles: true }));
-    }, long);
+    await setComposer(app.browser, long);
     await click(app.browser, "send-button");
     await until(async () => (await attrs(app.browser, '[data-testid="message"][data-role="assistant"]', "data-status")).at(-1) === "done", "the reply", 120_000);
     const sent = await app.browser.execute(() => [...document.querySelectorAll('[data-testid="message"][data-role="user"] [data-testid="message-text"]')].at(-1).innerText.length);

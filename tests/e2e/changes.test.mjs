@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { attrs, click, launchApp, realRuntime, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
+import { addProject, attrs, click, launchApp, realRuntime, screenshot, setComposer, stopApp, textOf, texts, until } from "./harness.mjs";
 
 /** A turn includes the runtime's first start in a new project: allow for a slow machine. */
 const TURN_MS = 120_000;
@@ -26,10 +26,7 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
     mkdirSync(dataDir);
     writeFileSync(file("c.txt"), "alpha\nbeta\n");
     app = await launchApp({ dataDir });
-    await click(app.browser, "add-project");
-    await (await app.browser.$('[data-testid="project-path"]')).setValue(project);
-    await click(app.browser, "project-add-submit");
-    await until(async () => (await textOf(app.browser, "project-item")) === "edit-project", "the project in the sidebar", 20_000);
+    await addProject(app.browser, project);
     await click(app.browser, "new-conversation");
     await (await app.browser.$('[data-testid="conversation-view"]')).waitForDisplayed({ timeout: 10_000 });
   });
@@ -40,11 +37,7 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
 
   /** Send a message of several lines (typing a newline would send the first line alone). */
   async function send(text) {
-    await app.browser.execute((value) => {
-      const input = document.querySelector('[data-testid="composer-input"]');
-      input.value = value;
-      input.dispatchEvent(new Event("input", { bubbles: true }));
-    }, text);
+    await setComposer(app.browser, text);
     await click(app.browser, "send-button");
   }
   const lastReplyDone = async (n) => {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { attrs, click, launchApp, realRuntime, ROOT, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
+import { addProject, attrs, click, launchApp, realRuntime, ROOT, screenshot, stopApp, textOf, texts, until } from "./harness.mjs";
 
 /** A turn includes the runtime's first start in a new project: allow for a slow machine. */
 const TURN_MS = 120_000;
@@ -39,10 +39,7 @@ describe("a conversation in the real window", () => {
   };
 
   it("adds a project and starts a conversation", async () => {
-    await click(app.browser, "add-project");
-    await (await app.browser.$('[data-testid="project-path"]')).setValue(project);
-    await click(app.browser, "project-add-submit");
-    await until(async () => (await textOf(app.browser, "project-item")) === "demo-project", "the project in the sidebar", 20_000);
+    await addProject(app.browser, project);
     await click(app.browser, "new-conversation");
     await (await app.browser.$('[data-testid="conversation-view"]')).waitForDisplayed({ timeout: 10_000 });
   });

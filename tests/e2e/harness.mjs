@@ -181,6 +181,24 @@ export async function until(predicate, what, timeout = UI_WAIT_MS) {
   throw new Error(`timed out waiting for ${what} (last: ${last})`);
 }
 
+/** Add the project at `folder` through the sidebar's form and wait until it is listed. */
+export async function addProject(browser, folder) {
+  await click(browser, "add-project");
+  await (await browser.$('[data-testid="project-path"]')).setValue(folder);
+  await click(browser, "project-add-submit");
+  const name = path.basename(folder);
+  await until(async () => (await texts(browser, '[data-testid="project-item"]')).includes(name), `${name} in the sidebar`, 20_000);
+}
+
+/** Put `text` in the composer as one value (typing a newline or 200 KB key by key would not do). */
+export async function setComposer(browser, text) {
+  await browser.execute((value) => {
+    const input = document.querySelector('[data-testid="composer-input"]');
+    input.value = value;
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }, text);
+}
+
 export async function click(browser, testid) {
   const el = await browser.$(`[data-testid="${testid}"]`);
   await el.waitForClickable({ timeout: UI_WAIT_MS });

@@ -20,9 +20,11 @@ impl Hearth {
     pub async fn remove_project(&self, id: String) -> AppResult<()> {
         let pid = id.clone();
         blocking(&self.store, move |s| s.remove_project(&pid)).await?;
-        let tracker = self.change_tracker();
-        tokio::task::spawn_blocking(move || tracker.forget(&id)).await?;
-        Ok(())
+        self.tracked(move |t| {
+            t.forget(&id);
+            Ok(())
+        })
+        .await
     }
 
     /// What happens when the agent reaches outside the project folder: refused, or the user is

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::updates::ConversationUpdateKind;
 use super::{blocking, AppError, AppResult, Hearth};
-use crate::changes::{ChangeTracker, Checkpoint, FileDiff, FileMove};
+use crate::changes::{ChangeTracker, ChangesError, Checkpoint, FileDiff, FileMove};
 use crate::runtime::{AgentRuntime, PlanStep, RuntimeError, WorkspaceRuntime};
 use crate::space::{self, ExecutionSpace};
 use crate::store::{Conversation, Project, TurnRecord, TurnState};
@@ -25,35 +25,28 @@ impl Drop for FolderHold<'_> {
 }
 
 impl Hearth {
-    pub(crate) fn change_tracker(&self) -> Arc<ChangeTracker> {
-        self.changes.clone()
+    /// Run a call of the change record off the async threads (every call reads or writes files).
+    pub(crate) async fn tracked<T: Send + 'static>(&self, f: impl FnOnce(&ChangeTracker) -> Result<T, ChangesError> + Send + 'static) -> AppResult<T> {
+        let tracker = self.changes.clone();
+        Ok(tokio::task::spawn_blocking(move || f(&tracker)).await??)
     }
 
     /// Record the project's files now; a failure is logged and the turn goes on unrecorded.
     pub(crate) async fn checkpoint(&self, project_id: &str, space: &ExecutionSpace) -> Option<Checkpoint> {
-        let (tracker, id, folder) = (self.change_tracker(), project_id.to_owned(), space.root.clone());
-        match tokio::task::spawn_blocking(move || tracker.checkpoint(&id, &folder)).await {
-            Ok(Ok(checkpoint)) => Some(checkpoint),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "could not record the project's files; this turn's changes will not be shown");
-                None
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "recording the project's files stopped");
-                None
-            }
-        }
+        let (id, folder) = (project_id.to_owned(), space.root.clone());
+        self.tracked(move |t| t.checkpoint(&id, &folder))
+            .await
+            .inspect_err(|e| tracing::warn!(error = %e, "could not record the project's files; this turn's changes will not be shown"))
+            .ok()
     }
 
     /// After a turn: record the files again and keep the difference with the reply.
     pub(crate) async fn record_turn(&self, project_id: &str, space: &ExecutionSpace, user_id: &str, reply_id: &str, before: Checkpoint) {
         let Some(after) = self.checkpoint(project_id, space).await else { return };
-        let (tracker, pid) = (self.change_tracker(), project_id.to_owned());
-        let (b, a) = (before.clone(), after.clone());
-        let list = match tokio::task::spawn_blocking(move || tracker.changes(&pid, &b, &a)).await {
-            Ok(Ok(list)) => list,
-            Ok(Err(e)) => return tracing::warn!(error = %e, "could not list the turn's changes"),
-            Err(e) => return tracing::warn!(error = %e, "listing the turn's changes stopped"),
+        let (pid, b, a) = (project_id.to_owned(), before.clone(), after.clone());
+        let list = match self.tracked(move |t| t.changes(&pid, &b, &a)).await {
+            Ok(list) => list,
+            Err(e) => return tracing::warn!(error = %e, "could not list the turn's changes"),
         };
         let (uid, rid) = (user_id.to_owned(), reply_id.to_owned());
         if let Err(e) = blocking(&self.store, move |s| s.record_turn_changes(&rid, &uid, &before, &after, &list)).await {
@@ -95,16 +88,9 @@ impl Hearth {
     /// One page of one file's difference in a reply's turn.
     pub async fn file_diff(&self, reply_id: &str, path: &str, page: u32) -> AppResult<FileDiff> {
         let rid = reply_id.to_owned();
-        let (record, project_id) = blocking(&self.store, move |s| {
-            let reply = s.get_message(&rid)?;
-            let conversation = s.get_conversation(&reply.conversation_id)?;
-            let record = s.turn_records(&conversation.id)?.into_iter().find(|r| r.reply_id == rid);
-            Ok((record, conversation.project_id))
-        })
-        .await?;
-        let record = record.ok_or(AppError::NoChangesRecorded)?;
-        let (tracker, path) = (self.change_tracker(), path.to_owned());
-        Ok(tokio::task::spawn_blocking(move || tracker.file_diff(&project_id, &record.before, &record.after, &path, page)).await??)
+        let (record, project_id) = blocking(&self.store, move |s| s.turn_record(&rid)).await?.ok_or(AppError::NoChangesRecorded)?;
+        let path = path.to_owned();
+        self.tracked(move |t| t.file_diff(&project_id, &record.before, &record.after, &path, page)).await
     }
 
     /// Undo a reply's turn and every later one of the conversation: their files go back to what
@@ -167,15 +153,9 @@ impl Hearth {
             return Err(AppError::Busy);
         }
         let session = conversation.native_session_id.clone().ok_or(RuntimeError::NoSession)?;
-        let cid = conversation_id.to_owned();
-        let messages = blocking(&self.store, move |s| s.list_messages(&cid)).await?;
-        let at = messages.iter().position(|m| m.id == reply_id).ok_or(AppError::Store(crate::store::StoreError::NotFound { what: "message", id: reply_id.to_owned() }))?;
         // The runtime copies the messages before the next user message: this reply's turn included.
-        let next_user = messages[at + 1..].iter().find(|m| m.role == crate::store::MessageRole::User).map(|m| m.id.clone());
-        let before = match next_user {
-            Some(id) => blocking(&self.store, move |s| s.native_id(&id)).await?,
-            None => None,
-        };
+        let (cid, rid) = (conversation_id.to_owned(), reply_id.to_owned());
+        let before = blocking(&self.store, move |s| s.next_user_native_id(&cid, &rid)).await?;
         let facade = self.runtime_for(&space).await?;
         let forked = facade.fork_session(&space, &session, before.as_deref()).await?;
         let title = fork_title(&conversation.title);
@@ -198,8 +178,8 @@ impl Hearth {
 
     async fn moves(&self, project_id: &str, turns: &[&TurnRecord]) -> AppResult<Vec<FileMove>> {
         let pairs: Vec<(Checkpoint, Checkpoint)> = turns.iter().map(|r| (r.before.clone(), r.after.clone())).collect();
-        let (tracker, pid) = (self.change_tracker(), project_id.to_owned());
-        Ok(tokio::task::spawn_blocking(move || tracker.undo_moves(&pid, &pairs)).await??)
+        let pid = project_id.to_owned();
+        self.tracked(move |t| t.undo_moves(&pid, &pairs)).await
     }
 
     /// Move the files, then bring the runtime's history along; if the runtime fails, the files go
@@ -225,8 +205,8 @@ impl Hearth {
     }
 
     async fn apply_moves(&self, project_id: &str, space: &ExecutionSpace, moves: Vec<FileMove>, force: bool) -> AppResult<()> {
-        let (tracker, pid, folder) = (self.change_tracker(), project_id.to_owned(), space.root.clone());
-        Ok(tokio::task::spawn_blocking(move || tracker.apply(&pid, &folder, &moves, force)).await??)
+        let (pid, folder) = (project_id.to_owned(), space.root.clone());
+        self.tracked(move |t| t.apply(&pid, &folder, &moves, force)).await
     }
 
     async fn set_states(&self, conversation_id: &str, ids: Vec<String>, state: TurnState) -> AppResult<()> {

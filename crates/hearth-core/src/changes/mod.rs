@@ -28,12 +28,13 @@ pub use restore::{Conflict, ConflictKind, FileMove, Version};
 
 /// Largest file a checkpoint keeps; a larger one is neither shown nor undone.
 pub const MAX_TRACKED_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// Files a refused undo names one by one; the rest are counted.
+pub const MAX_NAMED_CONFLICTS: usize = 10;
 /// Most files one turn's change list names; past it the list says how many more there were.
 pub const MAX_LISTED_CHANGES: usize = 5_000;
 
 /// The state of a project's files at one moment: a tree id in the project's record.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, specta::Type)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Checkpoint(pub String);
 
 impl Checkpoint {
@@ -93,8 +94,8 @@ pub enum ChangesError {
 }
 
 fn conflict_sentence(conflicts: &[Conflict]) -> String {
-    let names: Vec<String> = conflicts.iter().take(10).map(|c| format!("{} ({})", c.path, c.kind.describe())).collect();
-    let more = conflicts.len().saturating_sub(10);
+    let names: Vec<String> = conflicts.iter().take(MAX_NAMED_CONFLICTS).map(|c| format!("{} ({})", c.path, c.kind.describe())).collect();
+    let more = conflicts.len().saturating_sub(MAX_NAMED_CONFLICTS);
     let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
     format!("Nothing was changed: these files changed after the agent's turn, and going on would overwrite that: {}{tail}.", names.join(", "))
 }

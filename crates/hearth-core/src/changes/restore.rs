@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use git2::{ObjectType, Oid, Repository, Tree};
+use git2::{FileMode, ObjectType, Oid, Repository, Tree};
 
 use super::ChangesError;
 
@@ -12,7 +12,7 @@ use super::ChangesError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Version {
     pub blob: Oid,
-    /// git's file mode: 0o100644, 0o100755 or 0o120000 (a symbolic link).
+    /// git's file mode ([`FileMode`]): a file, an executable file or a symbolic link.
     pub mode: i32,
 }
 
@@ -61,6 +61,16 @@ pub struct Conflict {
     pub kind: ConflictKind,
 }
 
+/// Permission bits of a restored file, as git keeps only "executable or not".
+const EXECUTABLE_PERMISSIONS: u32 = 0o755;
+const FILE_PERMISSIONS: u32 = 0o644;
+/// Any execute bit: git records such a file as executable.
+const ANY_EXECUTE: u32 = 0o111;
+
+fn is_link(mode: i32) -> bool {
+    mode == i32::from(FileMode::Link)
+}
+
 pub(super) fn version_in(tree: &Tree, path: &str) -> Option<Version> {
     let entry = tree.get_path(Path::new(path)).ok()?;
     (entry.kind() == Some(ObjectType::Blob)).then(|| Version { blob: entry.id(), mode: entry.filemode() })
@@ -76,23 +86,23 @@ fn current(full: &Path) -> Result<Option<Version>, std::io::Error> {
     if meta.file_type().is_symlink() {
         let target = std::fs::read_link(full)?;
         let blob = Oid::hash_object(ObjectType::Blob, target.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
-        return Ok(Some(Version { blob, mode: 0o120000 }));
+        return Ok(Some(Version { blob, mode: FileMode::Link.into() }));
     }
     if !meta.is_file() {
         // A folder where a file was: not the file.
-        return Ok(Some(Version { blob: Oid::ZERO_SHA1, mode: 0o040000 }));
+        return Ok(Some(Version { blob: Oid::ZERO_SHA1, mode: FileMode::Tree.into() }));
     }
     use std::os::unix::fs::PermissionsExt as _;
-    let mode = if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 };
+    let mode = if meta.permissions().mode() & ANY_EXECUTE != 0 { FileMode::BlobExecutable } else { FileMode::Blob };
     let blob = Oid::hash_file(ObjectType::Blob, full).map_err(std::io::Error::other)?;
-    Ok(Some(Version { blob, mode }))
+    Ok(Some(Version { blob, mode: mode.into() }))
 }
 
 /// The same file, whatever its mode bits: an edit of content is what a user notices.
 fn same(a: Option<Version>, b: Option<Version>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.blob == b.blob && (a.mode == 0o120000) == (b.mode == 0o120000),
+        (Some(a), Some(b)) => a.blob == b.blob && is_link(a.mode) == is_link(b.mode),
         _ => false,
     }
 }
@@ -151,7 +161,7 @@ fn write_version(full: &Path, bytes: &[u8], mode: i32) -> std::io::Result<()> {
     let parent = full.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)?;
     let tmp = temp_path(full);
-    if mode == 0o120000 {
+    if is_link(mode) {
         let target = link_target(bytes);
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(target, &tmp)?;
@@ -159,7 +169,7 @@ fn write_version(full: &Path, bytes: &[u8], mode: i32) -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        let perms = if mode == 0o100755 { 0o755 } else { 0o644 };
+        let perms = if mode == i32::from(FileMode::BlobExecutable) { EXECUTABLE_PERMISSIONS } else { FILE_PERMISSIONS };
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(perms))?;
     }
     // A folder standing where the file goes (rare) is not removed: the rename fails and says so.

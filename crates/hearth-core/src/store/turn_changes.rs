@@ -68,11 +68,20 @@ impl Store {
         Ok(())
     }
 
-    /// The runtime's id of a user message, if it took it.
-    pub fn native_id(&self, message_id: &str) -> StoreResult<Option<String>> {
+    /// The runtime's id of the first user message after `message_id` in its conversation (where a
+    /// fork at that message cuts), `None` when there is none or the runtime never took it.
+    pub fn next_user_native_id(&self, conversation_id: &str, message_id: &str) -> StoreResult<Option<String>> {
         let inner = self.lock();
-        let found: Option<Option<String>> = inner.conn.query_row("SELECT native_id FROM messages WHERE id = ?1", [message_id], |r| r.get(0)).optional()?;
-        found.ok_or_else(|| StoreError::NotFound { what: "message", id: message_id.to_owned() })
+        let seq: i64 = inner
+            .conn
+            .query_row("SELECT seq FROM messages WHERE id = ?1 AND conversation_id = ?2", params![message_id, conversation_id], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound { what: "message", id: message_id.to_owned() })?;
+        let next: Option<Option<String>> = inner
+            .conn
+            .query_row("SELECT native_id FROM messages WHERE conversation_id = ?1 AND role = 'user' AND seq > ?2 ORDER BY seq LIMIT 1", params![conversation_id, seq], |r| r.get(0))
+            .optional()?;
+        Ok(next.flatten())
     }
 
     /// Keep what a finished turn changed.
@@ -90,21 +99,34 @@ impl Store {
 
     /// Every recorded turn of a conversation, oldest first.
     pub fn turn_records(&self, conversation_id: &str) -> StoreResult<Vec<TurnRecord>> {
+        Ok(self.records_where("t.conversation_id = ?1", conversation_id)?.into_iter().map(|(record, _)| record).collect())
+    }
+
+    /// One reply's turn record, with its project's id.
+    pub fn turn_record(&self, reply_id: &str) -> StoreResult<Option<(TurnRecord, String)>> {
+        Ok(self.records_where("t.reply_id = ?1", reply_id)?.pop())
+    }
+
+    /// Turn records selected by `filter` (an SQL condition on `t`), oldest first, with their
+    /// project's id.
+    fn records_where(&self, filter: &str, arg: &str) -> StoreResult<Vec<(TurnRecord, String)>> {
         let inner = self.lock();
-        let mut stmt = inner.conn.prepare_cached(
-            "SELECT t.reply_id, t.user_id, u.native_id, t.before_tree, t.after_tree, t.state
+        let mut stmt = inner.conn.prepare_cached(&format!(
+            "SELECT t.reply_id, t.user_id, u.native_id, t.before_tree, t.after_tree, t.state, c.project_id
              FROM turn_changes t JOIN messages r ON r.id = t.reply_id JOIN messages u ON u.id = t.user_id
-             WHERE t.conversation_id = ?1 ORDER BY r.seq",
-        )?;
-        let rows = stmt.query_map([conversation_id], |r| {
-            Ok(TurnRecord {
+             JOIN conversations c ON c.id = t.conversation_id
+             WHERE {filter} ORDER BY r.seq"
+        ))?;
+        let rows = stmt.query_map([arg], |r| {
+            let record = TurnRecord {
                 reply_id: r.get(0)?,
                 user_id: r.get(1)?,
                 native_user_id: r.get(2)?,
                 before: Checkpoint(r.get(3)?),
                 after: Checkpoint(r.get(4)?),
                 state: TurnState::parse(&r.get::<_, String>(5)?),
-            })
+            };
+            Ok((record, r.get(6)?))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -165,5 +187,14 @@ mod tests {
         assert_eq!(store.discard_undone_turns(&conv).unwrap(), vec![reply.id.clone()]);
         assert_eq!(store.turn_records(&conv).unwrap()[0].state, TurnState::Discarded);
         assert!(matches!(store.set_native_id("nope", "x"), Err(StoreError::NotFound { .. })));
+        let (record, _project) = store.turn_record(&reply.id).unwrap().expect("one reply's record");
+        assert_eq!(record.reply_id, reply.id);
+        assert_eq!(store.turn_record("nope").unwrap(), None);
+        // A fork at a reply cuts before the next user message; there is none yet.
+        assert_eq!(store.next_user_native_id(&conv, &reply.id).unwrap(), None);
+        let later = store.add_user_message(&conv, "next", Vec::new()).unwrap();
+        store.set_native_id(&later.id, "msg_later").unwrap();
+        assert_eq!(store.next_user_native_id(&conv, &reply.id).unwrap().as_deref(), Some("msg_later"));
+        assert!(matches!(store.next_user_native_id(&conv, "nope"), Err(StoreError::NotFound { .. })));
     }
 }
