@@ -32,6 +32,33 @@ else
   log "system packages present"
 fi
 
+# The remote-host tests (HEARTH_TEST_SETUP=1, set by scripts/test.sh) start Debian's sshd themselves
+# on a free loopback port and log in as a user of their own. The package comes without starting
+# its system service (policy-rc.d says no while it installs), so no ssh server is left listening.
+if [ "${HEARTH_TEST_SETUP:-0}" = 1 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if ! dpkg-query -W -f='${Status}' openssh-server 2>/dev/null | grep -q 'install ok installed'; then
+    log "installing openssh-server (its service is not started)"
+    policy=/usr/sbin/policy-rc.d
+    had_policy=0; [ -e "$policy" ] && had_policy=1
+    [ "$had_policy" = 1 ] || { printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null; $SUDO chmod 755 "$policy"; }
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssh-server
+    [ "$had_policy" = 1 ] || $SUDO rm -f "$policy"
+  else
+    log "openssh-server present"
+  fi
+  if ! id -u hearth-remote >/dev/null 2>&1; then
+    log "creating the remote-host tests' user hearth-remote"
+    $SUDO useradd --create-home --shell /bin/bash hearth-remote
+  fi
+  # A password field of '*' (no password, and no way to log in with one) rather than a locked
+  # account, which sshd refuses even for key logins.
+  if $SUDO getent shadow hearth-remote | cut -d: -f2 | grep -q '^!'; then
+    $SUDO usermod -p '*' hearth-remote
+  fi
+fi
+
 # tauri-driver bridges WebDriver to WebKitWebDriver for the e2e suite.
 TAURI_DRIVER_VERSION='^2'
 if ! command -v tauri-driver >/dev/null 2>&1; then
@@ -41,8 +68,10 @@ else
   log "tauri-driver present"
 fi
 
-# Node packages: the UI toolchain, the e2e driver and the pinned opencode-ai runtime, at the versions
-# in package-lock.json; reinstall only when the lock changed since the last install.
+# Node packages: the UI toolchain, the e2e driver, the pinned opencode-ai runtime and Claude Code's ACP
+# adapter (@agentclientprotocol/claude-agent-acp; its SDK brings the native `claude` for this platform
+# as an optional dependency), at the versions in package-lock.json; reinstall only when the lock
+# changed since the last install. The adapter asks for Node >= 22 (npm warns EBADENGINE) but runs on 20.
 # Not `npm ci`: opencode-ai lists every platform's binary as an optional dependency, and a registry
 # that serves only some platforms (as this workplace's does) leaves those out of the lock, which
 # `npm ci` then rejects as out of sync. `npm install` takes the locked versions all the same.

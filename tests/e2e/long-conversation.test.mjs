@@ -3,11 +3,10 @@
 // reachable by scrolling.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { click, launchApp, ROOT, stopApp, texts, until } from "./harness.mjs";
+import { click, launchApp, seedConversation, stopApp, texts, until } from "./harness.mjs";
 
 const MESSAGES = 2000;
 /** Far fewer than the conversation holds: what a virtualized list keeps in the page. */
@@ -20,7 +19,7 @@ describe("a conversation of 2,000 messages", () => {
   let app;
 
   before(async () => {
-    execFileSync("cargo", ["run", "-q", "-p", "hearth-core", "--example", "seed_conversation", "--", dataDir, path.join(scratch, "project"), String(MESSAGES)], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    seedConversation(dataDir, path.join(scratch, "project"), String(MESSAGES));
     app = await launchApp({ dataDir });
   });
   after(async () => {

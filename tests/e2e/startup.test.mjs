@@ -5,12 +5,12 @@
 // nothing is started).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { APP_BIN, NO_KEYRING_ENV, ROOT, launchApp, screenshotScreen, startXvfb, stopApp, stopChild, until } from "./harness.mjs";
+import { APP_BIN, NO_KEYRING_ENV, launchApp, screenshotScreen, seedConversation, startXvfb, stopApp, stopChild, until } from "./harness.mjs";
 
 /** How long a start that should end at once may take (the app's start-up checks included). */
 const QUICK_EXIT_MS = 30_000;
@@ -115,7 +115,7 @@ describe("files in the data folder Hearth cannot use", () => {
   /** A data folder holding a current database, written by Hearth's own store (the seed example). */
   function seededDataDir(name) {
     const dataDir = path.join(scratch, name);
-    execFileSync("cargo", ["run", "-q", "-p", "hearth-core", "--example", "seed_conversation", "--", dataDir, path.join(scratch, `${name}-project`), "2"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    seedConversation(dataDir, path.join(scratch, `${name}-project`), "2");
     const db = path.join(dataDir, "hearth.sqlite3");
     assert.ok(!existsSync(`${db}-wal`), "the seeded database was closed cleanly");
     return { dataDir, db };

@@ -27,7 +27,7 @@ async fn main() -> ExitCode {
         }
     };
     let corpus_mib = std::env::var("HEARTH_BENCH_CORPUS_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CORPUS_MIB);
-    let options = IsolationOptions { runtime_binary: binary, rg_dir: Some(rg_dir), corpus_mib, sabotage: None, sandbox_parent: None };
+    let options = IsolationOptions::new(binary, Some(rg_dir), corpus_mib);
     let report = run_isolation_check(options, ProgressSink::silent(), CancellationToken::new()).await;
     println!("Isolation benchmark, {corpus_mib} MiB corpus: check {}", if report.passed { "passed" } else { "FAILED" });
     println!("  {:<58} {:>9} {:>9} {:>9}  unit", "figure", "min", "median", "max");

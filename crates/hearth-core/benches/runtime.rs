@@ -115,6 +115,8 @@ impl Bench {
             max_warm_instances: PROJECTS,
             instance_idle_after: Duration::from_secs(3600),
             sweep_every: Duration::from_secs(3600),
+            // This bench measures the growth a recycle would hide.
+            recycle: RecyclePolicy::NEVER,
             ..RegistryConfig::default()
         };
         let manager = kit::runtimes(&sandbox.path().join("runtime"), None, registry, PROJECTS);

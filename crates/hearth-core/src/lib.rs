@@ -14,6 +14,7 @@
 //! - [`host`]: the machine itself: child processes, process info, paths, logging, one Hearth per
 //!   data folder.
 
+pub mod acp;
 pub mod app;
 pub mod binaries;
 pub mod changes;
@@ -22,6 +23,7 @@ pub mod host;
 pub mod images;
 pub mod knowledge;
 pub mod opencode;
+pub mod remote;
 pub mod runtime;
 pub mod scripted_model;
 pub mod space;

@@ -1,5 +1,5 @@
-//! Execution spaces: where a conversation's agent works. Local folders now; the type stays open for
-//! a remote kind (SSH) later.
+//! Execution spaces: where a conversation's agent works — a folder on this machine, or a folder on
+//! another host reached over SSH (`remote/`).
 
 use std::path::{Path, PathBuf};
 
@@ -15,10 +15,11 @@ pub enum SpaceError {
     Relative { path: PathBuf },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, specta::Type)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SpaceKind {
     Local,
+    /// A folder on `host` (anything `ssh` takes), resolved there.
+    Ssh { host: String },
 }
 
 /// A resolved place to run in. Two spellings of one folder (symlink, trailing slash, `..`) resolve to
@@ -36,6 +37,28 @@ impl ExecutionSpace {
     pub fn root_str(&self) -> &str {
         self.root.to_str().unwrap_or_default()
     }
+
+    /// The host the folder is on, when it is not this machine.
+    pub fn host(&self) -> Option<&str> {
+        match &self.kind {
+            SpaceKind::Local => None,
+            SpaceKind::Ssh { host } => Some(host),
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.kind == SpaceKind::Local
+    }
+}
+
+/// A folder on `host`, as the host resolved it (`pwd -P` there): it must be absolute.
+pub fn remote(host: &str, root: &str) -> Result<ExecutionSpace, SpaceError> {
+    let path = PathBuf::from(root);
+    if !path.is_absolute() {
+        return Err(SpaceError::Relative { path });
+    }
+    let cache_identity = format!("ssh:{host}:{}", path.display());
+    Ok(ExecutionSpace { kind: SpaceKind::Ssh { host: host.to_string() }, root: path, cache_identity })
 }
 
 /// Resolve a local folder to its execution space.

@@ -114,3 +114,18 @@ pub async fn fork_conversation(state: State<'_, AppState>, conversation_id: Stri
 pub async fn conversation_plan(state: State<'_, AppState>, conversation_id: String) -> R<Vec<PlanStep>> {
     Ok(state.hearth.conversation_plan(&conversation_id).await?)
 }
+
+/// A conversation's own runtime (`None`: its project's); only before its first message.
+#[tauri::command]
+#[specta::specta]
+pub async fn set_conversation_runtime(state: State<'_, AppState>, id: String, runtime: Option<hearth_core::runtime::RuntimeChoice>) -> R<Conversation> {
+    Ok(state.hearth.set_conversation_runtime(id, runtime).await?)
+}
+
+/// What a runtime offers beyond turns (compact, undo, fork), for a project here or on another
+/// host (`remote`), so the window shows only what works.
+#[tauri::command]
+#[specta::specta]
+pub fn runtime_features(runtime: hearth_core::runtime::RuntimeChoice, remote: bool) -> hearth_core::runtime::RuntimeFeatures {
+    runtime.features_where(remote)
+}

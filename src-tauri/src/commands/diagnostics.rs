@@ -1,4 +1,4 @@
-use hearth_core::app::diagnostics::{DiagnosticsStatus, SelftestRequest};
+use hearth_core::app::diagnostics::{DiagnosticsStatus, SelftestRequest, SelftestRuntime};
 use hearth_core::diagnostics::selftest::SelftestReport;
 use hearth_core::diagnostics::{Progress, ProgressSink};
 use tauri::ipc::Channel;
@@ -13,6 +13,13 @@ type R<T> = Result<T, CommandError>;
 #[specta::specta]
 pub async fn diagnostics_status(state: State<'_, AppState>) -> R<DiagnosticsStatus> {
     Ok(state.hearth.diagnostics_status().await)
+}
+
+/// The runtimes the self-test can check, each with why not when it cannot.
+#[tauri::command]
+#[specta::specta]
+pub fn selftest_runtimes(state: State<'_, AppState>) -> Vec<SelftestRuntime> {
+    state.hearth.selftest_runtimes()
 }
 
 /// Run the self-test (reuse and isolation checks) in a sandbox; progress on `on_progress`.

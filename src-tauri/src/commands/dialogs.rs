@@ -22,7 +22,7 @@ pub enum PickPurpose {
 
 /// What a dialog lets the user choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Picks {
+pub enum Picks {
     Folder,
     Files,
     File,
@@ -39,7 +39,7 @@ impl PickPurpose {
         }
     }
 
-    fn picks(self) -> Picks {
+    pub fn picks(self) -> Picks {
         match self {
             Self::KnowledgeFiles => Picks::Files,
             Self::RuntimeBinary => Picks::File,
@@ -66,7 +66,7 @@ pub async fn pick_paths(app: AppHandle, purpose: PickPurpose, near: Option<Strin
 
 /// Where the dialog opens: GTK's default is "Recent", which is empty on a new machine and takes
 /// no typed path.
-fn start_folder(near: Option<&str>) -> Option<PathBuf> {
+pub fn start_folder(near: Option<&str>) -> Option<PathBuf> {
     near.map(Path::new)
         .and_then(Path::parent)
         .filter(|p| p.is_dir())
@@ -92,43 +92,8 @@ async fn pick(app: &AppHandle, purpose: PickPurpose, near: Option<String>) -> Re
     chosen.into_iter().map(path_text).collect()
 }
 
-fn path_text(p: FilePath) -> Result<String, DialogError> {
+pub fn path_text(p: FilePath) -> Result<String, DialogError> {
     let shown = p.to_string();
     let path = p.into_path().map_err(|_| DialogError::NotUnicode(shown.clone()))?;
     path.into_os_string().into_string().map_err(|_| DialogError::NotUnicode(shown))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn files_are_picked_only_for_knowledge_and_the_runtime_binary_and_every_purpose_has_a_title() {
-        use PickPurpose::*;
-        for p in [ProjectFolder, KnowledgeFiles, KnowledgeFolder, SkillFolder, RuntimeBinary] {
-            assert!(!p.title().is_empty());
-            let expected = match p {
-                PickPurpose::KnowledgeFiles => Picks::Files,
-                PickPurpose::RuntimeBinary => Picks::File,
-                _ => Picks::Folder,
-            };
-            assert_eq!(p.picks(), expected, "{p:?}");
-        }
-    }
-
-    #[test]
-    fn the_dialog_opens_beside_the_last_project_or_at_home() {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("proj");
-        std::fs::create_dir(&project).unwrap();
-        assert_eq!(start_folder(Some(project.to_str().unwrap())), Some(tmp.path().to_path_buf()));
-        assert_eq!(start_folder(Some("/no/such/parent/proj")), dirs::home_dir());
-        assert_eq!(start_folder(None), dirs::home_dir());
-    }
-
-    #[test]
-    fn a_plain_path_is_passed_through() {
-        let p = FilePath::Path("/home/u/my project".into());
-        assert_eq!(path_text(p).unwrap(), "/home/u/my project");
-    }
 }

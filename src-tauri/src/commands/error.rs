@@ -34,17 +34,3 @@ impl From<DialogError> for CommandError {
         Self { code, message: e.to_string() }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_app_error_crosses_as_its_code_and_its_sentence() {
-        let e = CommandError::from(AppError::Busy);
-        assert_eq!(e.code, ErrorCode::Busy);
-        assert_eq!(e.message, AppError::Busy.to_string());
-        let json = serde_json::to_value(&e).unwrap();
-        assert_eq!(json["code"], "busy");
-    }
-}

@@ -33,3 +33,29 @@ pub fn runtime_processes(state: tauri::State<'_, AppState>) -> Vec<RegisteredRun
 pub fn secrets_location(state: tauri::State<'_, AppState>) -> SecretsLocation {
     state.hearth.secrets_location()
 }
+
+/// Every runtime a project can choose, with where each agent was found or why it cannot run.
+#[tauri::command]
+#[specta::specta]
+pub async fn list_agents(state: tauri::State<'_, AppState>) -> Result<Vec<hearth_core::acp::AgentSummary>, CommandError> {
+    Ok(state.hearth.list_agents().await?)
+}
+
+/// Add an agent by its command line (program, then arguments).
+#[tauri::command]
+#[specta::specta]
+pub async fn add_custom_agent(state: tauri::State<'_, AppState>, name: String, command: Vec<String>) -> Result<hearth_core::acp::CustomAgent, CommandError> {
+    Ok(state.hearth.add_custom_agent(name, command).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn update_custom_agent(state: tauri::State<'_, AppState>, id: String, name: String, command: Vec<String>) -> Result<hearth_core::acp::CustomAgent, CommandError> {
+    Ok(state.hearth.update_custom_agent(id, name, command).await?)
+}
+
+#[tauri::command]
+#[specta::specta]
+pub async fn remove_custom_agent(state: tauri::State<'_, AppState>, id: String) -> Result<(), CommandError> {
+    Ok(state.hearth.remove_custom_agent(id).await?)
+}

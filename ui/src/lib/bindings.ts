@@ -17,6 +17,12 @@ export const commands = {
 	setRuntimeBinary: (path: string | null) => typedError<null, CommandError>(__TAURI_INVOKE("set_runtime_binary", { path })),
 	/**  The runtime processes alive now, with how often each was started. */
 	runtimeProcesses: () => __TAURI_INVOKE<RegisteredRuntimeStatus[]>("runtime_processes"),
+	/**  Every runtime a project can choose, with where each agent was found or why it cannot run. */
+	listAgents: () => typedError<AgentSummary[], CommandError>(__TAURI_INVOKE("list_agents")),
+	/**  Add an agent by its command line (program, then arguments). */
+	addCustomAgent: (name: string, command: string[]) => typedError<CustomAgent, CommandError>(__TAURI_INVOKE("add_custom_agent", { name, command })),
+	updateCustomAgent: (id: string, name: string, command: string[]) => typedError<CustomAgent, CommandError>(__TAURI_INVOKE("update_custom_agent", { id, name, command })),
+	removeCustomAgent: (id: string) => typedError<null, CommandError>(__TAURI_INVOKE("remove_custom_agent", { id })),
 	listProjects: () => typedError<Project[], CommandError>(__TAURI_INVOKE("list_projects")),
 	/**  Add a project folder (the same folder twice gives the existing project). */
 	addProject: (path: string) => typedError<Project, CommandError>(__TAURI_INVOKE("add_project", { path })),
@@ -29,6 +35,14 @@ export const commands = {
 	 *  message of each conversation).
 	 */
 	setProjectOutsidePolicy: (id: string, policy: OutsideProject) => typedError<Project, CommandError>(__TAURI_INVOKE("set_project_outside_policy", { id, policy })),
+	/**  Which runtime runs the project's new conversations: OpenCode's server or an ACP agent. */
+	setProjectRuntime: (id: string, runtime: RuntimeChoice) => typedError<Project, CommandError>(__TAURI_INVOKE("set_project_runtime", { id, runtime })),
+	/**  The folder `path` on `host` (its home when empty), resolved there, with its entries. */
+	listRemoteFolder: (host: string, path: string) => typedError<RemoteListing, CommandError>(__TAURI_INVOKE("list_remote_folder", { host, path })),
+	/**  Add the folder `path` on `host` as a project (checked on the host first). */
+	addRemoteProject: (host: string, path: string) => typedError<Project, CommandError>(__TAURI_INVOKE("add_remote_project", { host, path })),
+	/**  Whether `host` is connected, idle, or unreachable (with why). */
+	hostState: (host: string) => typedError<HostState, CommandError>(__TAURI_INVOKE("host_state", { host })),
 	listConversations: (projectId: string) => typedError<Conversation[], CommandError>(__TAURI_INVOKE("list_conversations", { projectId })),
 	createConversation: (projectId: string, title: string) => typedError<Conversation, CommandError>(__TAURI_INVOKE("create_conversation", { projectId, title })),
 	renameConversation: (id: string, title: string) => typedError<null, CommandError>(__TAURI_INVOKE("rename_conversation", { id, title })),
@@ -50,6 +64,13 @@ export const commands = {
 	redoTurns: (conversationId: string, force: boolean) => typedError<null, CommandError>(__TAURI_INVOKE("redo_turns", { conversationId, force })),
 	forkConversation: (conversationId: string, replyId: string) => typedError<Conversation, CommandError>(__TAURI_INVOKE("fork_conversation", { conversationId, replyId })),
 	conversationPlan: (conversationId: string) => typedError<PlanStep[], CommandError>(__TAURI_INVOKE("conversation_plan", { conversationId })),
+	/**  A conversation's own runtime (`None`: its project's); only before its first message. */
+	setConversationRuntime: (id: string, runtime: RuntimeChoice | null) => typedError<Conversation, CommandError>(__TAURI_INVOKE("set_conversation_runtime", { id, runtime })),
+	/**
+	 *  What a runtime offers beyond turns (compact, undo, fork), for a project here or on another
+	 *  host (`remote`), so the window shows only what works.
+	 */
+	runtimeFeatures: (runtime: RuntimeChoice, remote: boolean) => __TAURI_INVOKE<RuntimeFeatures>("runtime_features", { runtime, remote }),
 	listProfiles: () => typedError<ModelProfile[], CommandError>(__TAURI_INVOKE("list_profiles")),
 	/**  Add (`id` null) or update a profile; the API key is stored outside the database. */
 	saveProfile: (id: string | null, save: ProfileSave) => typedError<ModelProfile, CommandError>(__TAURI_INVOKE("save_profile", { id, save })),
@@ -78,6 +99,8 @@ export const commands = {
 	/**  Add a skill package folder (with a SKILL.md); an existing skill of that name only when `replace`. */
 	addSkill: (folder: string, replace: boolean) => typedError<SkillView, CommandError>(__TAURI_INVOKE("add_skill", { folder, replace })),
 	diagnosticsStatus: () => typedError<DiagnosticsStatus, CommandError>(__TAURI_INVOKE("diagnostics_status")),
+	/**  The runtimes the self-test can check, each with why not when it cannot. */
+	selftestRuntimes: () => __TAURI_INVOKE<SelftestRuntime[]>("selftest_runtimes"),
 	/**  Run the self-test (reuse and isolation checks) in a sandbox; progress on `on_progress`. */
 	runSelftest: (request: SelftestRequest, onProgress: Channel<Progress>) => typedError<SelftestReport, CommandError>(__TAURI_INVOKE("run_selftest", { request, onProgress })),
 	cancelSelftest: () => __TAURI_INVOKE<boolean>("cancel_selftest"),
@@ -96,6 +119,53 @@ export const events = {
 };
 
 /* Types */
+/**  What an agent announces in `initialize` that a user choosing it cares about. */
+export type AgentAbilities = {
+	/**  It can load a stored session: a conversation continues after Hearth restarts. */
+	continuesAfterRestart: boolean,
+	/**  It takes images in prompts. */
+	images: boolean,
+};
+
+/**  Which agent program an agent is. */
+export type AgentKind = 
+/**  `opencode acp`: the bundled runtime binary, always available. */
+"openCode" | 
+/**  Claude Code through its ACP adapter (`claude-agent-acp`). */
+"claudeCode" | 
+/**  Codex through its ACP adapter (`codex-acp`). */
+"codex" | 
+/**  Gemini CLI (`gemini --acp`). */
+"gemini" | 
+/**  A command line the user gave. */
+"custom";
+
+/**  An agent as the Runtime view lists it. */
+export type AgentSummary = {
+	/**  The runtime choice that selects it (`acp:<id>`). */
+	choice: string,
+	name: string,
+	kind: AgentKind,
+	/**  Where it was found; `None` when it is missing. */
+	binary: string | null,
+	/**  Why it cannot run, in a sentence (missing, and how to install it); `None` when it can. */
+	problem: string | null,
+	/**
+	 *  What it can do, as it announced when it last started here, else as the tested version
+	 *  did; `None` until either is known (a custom agent before its first start).
+	 */
+	abilities: AgentAbilities | null,
+	/**  Whether `abilities` is what the agent announced here (not the tested version's). */
+	abilitiesSeen: boolean,
+	/**  The version it reported when it last started here. */
+	version: string | null,
+	/**
+	 *  The last time it was used and failed (could not start, stopped, fell silent): the sentence
+	 *  the conversation showed. Cleared by its next finished reply.
+	 */
+	lastFailure: string | null,
+};
+
 /**  Every app setting at once, for the settings view. */
 export type AppSettings = {
 	theme: Theme,
@@ -146,6 +216,10 @@ export type ChangeList = {
  */
 export type CheckReport = {
 	name: string,
+	/**  The runtime the check ran against ("OpenCode (server)", "OpenCode (ACP)", "Claude Code"). */
+	runtime: string,
+	/**  The version it reported, once it started. */
+	runtimeVersion: string | null,
 	/**  Every assertion passed and the check ran to its end. */
 	passed: boolean,
 	cancelled: boolean,
@@ -183,6 +257,8 @@ export type Conversation = {
 	libraryIds: string[],
 	/**  When the conversation was last compacted, if ever. */
 	compactedAt: number | null,
+	/**  Its own runtime choice; `None` follows the project's until the first message fixes it. */
+	runtime: RuntimeChoice | null,
 };
 
 /**  A conversation as a view opens it: its stored messages, and the last update they contain. */
@@ -211,6 +287,14 @@ export type ConversationUpdateKind =
 /**  A change to one conversation (a stored message, a streamed runtime event, a finished turn). */
 export type ConversationUpdated = ConversationUpdate;
 
+/**  An agent the user added by its command line. */
+export type CustomAgent = {
+	id: string,
+	name: string,
+	/**  The program and its arguments. */
+	command: string[],
+};
+
 export type CustomServerStatus = {
 	id: string,
 	name: string,
@@ -222,6 +306,11 @@ export type CustomServerStatus = {
 export type DiagnosticsStatus = {
 	runtimes: RegisteredRuntimeStatus[],
 	memory: RuntimeMemory[],
+	/**
+	 *  The last hour of the runtime's memory, with the bound past which an idle runtime is
+	 *  replaced and each replacement.
+	 */
+	memoryHistory: MemoryReport,
 	mcpServers: CustomServerStatus[],
 	logTail: string,
 	logDir: string,
@@ -281,6 +370,8 @@ export type ErrorCode =
 "changeConflict" | 
 /**  The record of the project's files could not be read or written. */
 "changes" | 
+/**  A host could not be reached, or refused (its key, the user's key), or cannot run the runtime. */
+"host" | 
 /**  Hearth itself failed (a bug): the sentence says what. */
 "internal";
 
@@ -343,6 +434,15 @@ export type FileDiff = {
 	page: number,
 	pages: number,
 };
+
+/**  What the window shows of a host. */
+export type HostState = 
+/**  Connected now. */
+{ state: "connected"; seconds: number } | 
+/**  Not connected: never tried, or closed after use. */
+{ state: "idle" } | 
+/**  The last attempt failed, with the sentence why. */
+{ state: "unreachable"; reason: string };
 
 /**  Sent after the folder is scanned and after each file. */
 export type ImportProgress = {
@@ -413,6 +513,24 @@ export type McpServerView = {
 	status: CustomServerStatus | null,
 };
 
+/**  The last hour of memory readings and recycles, for the Diagnostics chart. */
+export type MemoryReport = {
+	boundBytes: number,
+	afterDisposals: number,
+	windowMs: number,
+	/**  Oldest first. */
+	samples: MemorySample[],
+	recycles: RecycleMark[],
+};
+
+/**  One reading of a runtime's memory. */
+export type MemorySample = {
+	/**  How long before the report was made. */
+	agoMs: number,
+	ownerId: number,
+	rssBytes: number,
+};
+
 export type Message = {
 	id: string,
 	conversationId: string,
@@ -453,9 +571,19 @@ export type ModelProfile = {
 	builtin: boolean,
 };
 
+/**  The API a profile's endpoint speaks. */
 export type ModelProtocol = 
-/**  OpenAI-compatible `/chat/completions`. */
-"openAiChatCompletions";
+/**
+ *  OpenAI-compatible `/chat/completions`; the base URL ends where `/chat/completions` goes
+ *  (`https://api.openai.com/v1`).
+ */
+"openAiChatCompletions" | 
+/**
+ *  Anthropic Messages (`/v1/messages`): Anthropic's API and the endpoints compatible with it;
+ *  Claude Code uses such a profile too. The base URL is the API's root
+ *  (`https://api.anthropic.com`), with or without `/v1`.
+ */
+"anthropicMessages";
 
 /**  What happens when the agent reaches outside its project folder (a per-project setting). */
 export type OutsideProject = 
@@ -515,18 +643,39 @@ export type Progress = {
 export type Project = {
 	id: string,
 	name: string,
-	/**  Canonical real path of the folder. */
+	/**  Canonical real path of the folder (on `host`, for a project there). */
 	path: string,
+	/**  The host the folder is on (anything `ssh` takes); `None` for a folder on this machine. */
+	host: string | null,
 	addedAt: number,
 	lastOpenedAt: number,
 	/**  What happens when the agent reaches outside the folder: refused, or the user is asked. */
 	outsideProject: OutsideProject,
+	/**  Which runtime runs its new conversations. */
+	runtime: RuntimeChoice,
 };
+
+/**  One process replaced by a fresh one. */
+export type RecycleMark = {
+	agoMs: number,
+	ownerId: number,
+	reason: RecycleReason,
+	/**  What the old process held when it was replaced, if it could be read. */
+	rssBytes: number | null,
+};
+
+export type RecycleReason = 
+/**  Its memory was past the bound. */
+"memory" | 
+/**  It had freed many instances. */
+"disposals";
 
 /**  One runtime as diagnostics see it. */
 export type RegisteredRuntimeStatus = {
 	ownerId: number,
 	family: string,
+	/**  Which runtime of the family (`opencode`, `acp:claude-code`, …). */
+	slot: string,
 	key: RuntimeKey,
 	/**  Replaced by a newer configuration; closes when its runs drain. */
 	retired: boolean,
@@ -536,6 +685,26 @@ export type RegisteredRuntimeStatus = {
 	warmInstances: string[],
 	runtime: RuntimeStatus,
 };
+
+/**  One entry of a remote folder. */
+export type RemoteEntry = {
+	name: string,
+	folder: boolean,
+};
+
+/**  A remote folder's listing: its resolved path and its entries. */
+export type RemoteListing = {
+	host: string,
+	path: string,
+	entries: RemoteEntry[],
+};
+
+/**  A runtime choice, as a project or conversation stores it (`opencode`, `acp:<agent id>`). */
+export type RuntimeChoice = 
+/**  OpenCode's HTTP server, shared by every project. */
+{ family: "openCode" } | 
+/**  An ACP agent: a preset's id (`claude-code`) or a custom agent's (`custom-<id>`). */
+{ family: "acp"; agent: string };
 
 /**  What a run streams, in order. Exactly one `Ended` ends every run, and nothing follows it. */
 export type RuntimeEvent = 
@@ -550,6 +719,16 @@ export type RuntimeEvent =
 ({ type: "retrying"; attempt: number; message: string }) & { callId?: never; end?: never; error?: never; input?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never } | 
 /**  The run is over. */
 ({ type: "ended"; end: TurnEnd }) & { attempt?: never; callId?: never; error?: never; input?: never; message?: never; nativeMessageId?: never; nativeSessionId?: never; output?: never; patterns?: never; permission?: never; permissionId?: never; text?: never; tool?: never };
+
+/**  What a runtime offers beyond running turns, so the window offers only what works there. */
+export type RuntimeFeatures = {
+	/**  Compact a conversation on request (`AgentRuntime::compact_conversation`). */
+	compact: boolean,
+	/**  Undo and redo a turn: the files and the runtime's history together (`rewind_history`). */
+	undo: boolean,
+	/**  Fork a conversation from a reply (`fork_session`). */
+	fork: boolean,
+};
 
 /**
  *  Identity of a process-owning runtime's configuration: a hash of the binary and the effective
@@ -579,12 +758,16 @@ export type RuntimeStatus = {
 	version: string | null,
 	/**  Processes started so far; more than one means the runtime was restarted. */
 	launches: number,
+	/**  Of those restarts, how many replaced a healthy idle process to give its memory back. */
+	recycles: number,
 	/**  Why the last process ended, if one ended without being asked to. */
 	lastExit: string | null,
 	activeRuns: number,
 	openInstances: string[],
 	/**  Time since the running process printed its address. */
 	uptimeMs: number | null,
+	/**  The host it runs on, when not this machine (its pid is the host's). */
+	host: string | null,
 };
 
 export type SearchHit = {
@@ -617,8 +800,10 @@ export type SelftestReport = {
 	/**  Every check ran to its end and passed. */
 	passed: boolean,
 	cancelled: boolean,
-	/**  In order: reuse, then isolation (absent when cancelled before it). */
+	/**  Per runtime, in order: reuse, then isolation (absent when cancelled before it). */
 	checks: CheckReport[],
+	/**  Runtimes asked for that could not be checked here, each with why. */
+	skipped: SkippedRuntime[],
 	/**  UTC, RFC 3339 (`2025-05-01T12:00:00Z`). */
 	startedAt: string,
 	durationMs: number | null,
@@ -631,6 +816,16 @@ export type SelftestReport = {
 export type SelftestRequest = {
 	projects: number,
 	corpusMib: number,
+	/**  The runtimes to check; `None`: every one the self-test can check here. */
+	runtimes: RuntimeChoice[] | null,
+};
+
+/**  A runtime the self-test can run its checks on. */
+export type SelftestRuntime = {
+	choice: RuntimeChoice,
+	label: string,
+	/**  Why it cannot be checked here; `None` when it can. */
+	problem: string | null,
 };
 
 /**  Live state of one server, for the UI. */
@@ -653,6 +848,12 @@ export type SkipReason = string;
 export type SkippedPath = {
 	path: string,
 	reason: SkipReason,
+};
+
+/**  A runtime the self-test was asked to check but could not, and why: it counts as not passed. */
+export type SkippedRuntime = {
+	runtime: string,
+	reason: string,
 };
 
 /**  Where a binary came from: shown to the user so they know which copy Hearth runs. */

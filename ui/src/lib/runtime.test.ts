@@ -39,13 +39,18 @@ it("labels every source", () => {
 
 describe("restartSummary", () => {
   it("says nothing for a runtime started once (or not yet)", () => {
-    expect(restartSummary({ launches: 0, lastExit: null })).toBeNull();
-    expect(restartSummary({ launches: 1, lastExit: null })).toBeNull();
+    expect(restartSummary({ launches: 0, lastExit: null, recycles: 0 })).toBeNull();
+    expect(restartSummary({ launches: 1, lastExit: null, recycles: 0 })).toBeNull();
   });
 
   it("counts restarts and names how the last process ended", () => {
-    expect(restartSummary({ launches: 2, lastExit: "signal: 9 (SIGKILL)" })).toBe("restarted 1 time; last exit: signal: 9 (SIGKILL)");
-    expect(restartSummary({ launches: 4, lastExit: "exit status: 1" })).toBe("restarted 3 times; last exit: exit status: 1");
-    expect(restartSummary({ launches: 3, lastExit: null })).toBe("restarted 2 times");
+    expect(restartSummary({ launches: 2, lastExit: "signal: 9 (SIGKILL)", recycles: 0 })).toBe("restarted 1 time; last exit: signal: 9 (SIGKILL)");
+    expect(restartSummary({ launches: 4, lastExit: "exit status: 1", recycles: 0 })).toBe("restarted 3 times; last exit: exit status: 1");
+    expect(restartSummary({ launches: 3, lastExit: null, recycles: 0 })).toBe("restarted 2 times");
+  });
+
+  it("does not count a process replaced to give memory back", () => {
+    expect(restartSummary({ launches: 3, lastExit: null, recycles: 2 })).toBeNull();
+    expect(restartSummary({ launches: 4, lastExit: "exit status: 1", recycles: 2 })).toBe("restarted 1 time; last exit: exit status: 1");
   });
 });

@@ -1,4 +1,4 @@
-import type { BinaryCheck, RuntimeReport, RuntimeStatus, Source } from "./bindings";
+import type { AgentSummary, BinaryCheck, RuntimeReport, RuntimeStatus, Source } from "./bindings";
 
 const SOURCE_LABELS: Record<Source, string> = {
   environment: "from HEARTH_OPENCODE_BIN / HEARTH_RG_BIN",
@@ -36,11 +36,12 @@ export function summarize(report: RuntimeReport): Summary {
 
 /**
  * How often a runtime process was started again after it ended without being asked to, or null when
- * it never was: "restarted 2 times; last exit: signal: 9 (SIGKILL)".
+ * it never was: "restarted 2 times; last exit: signal: 9 (SIGKILL)". Replacing an idle process to
+ * give memory back (a recycle) is not a restart.
  */
-export function restartSummary(status: Pick<RuntimeStatus, "launches" | "lastExit">): string | null {
-  if (status.launches <= 1) return null;
-  const n = status.launches - 1;
+export function restartSummary(status: Pick<RuntimeStatus, "launches" | "lastExit" | "recycles">): string | null {
+  const n = status.launches - 1 - status.recycles;
+  if (n <= 0) return null;
   const times = `restarted ${n} time${n === 1 ? "" : "s"}`;
   return status.lastExit ? `${times}; last exit: ${status.lastExit}` : times;
 }
@@ -53,4 +54,12 @@ export interface BinaryChoice {
   choose: (near: string | null) => Promise<string | null>;
   /** Keep `path` as the choice (null clears it). */
   set: (path: string | null) => Promise<void>;
+}
+
+/** The ACP agents the Runtime view lists, and the custom ones the user adds and removes. */
+export interface CustomAgents {
+  list: () => Promise<AgentSummary[]>;
+  /** Add an agent by its command line (program, then arguments). */
+  add: (name: string, command: string[]) => Promise<void>;
+  remove: (id: string) => Promise<void>;
 }

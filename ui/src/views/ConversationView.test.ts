@@ -1,9 +1,15 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { fireEvent, render, screen } from "@testing-library/svelte";
 import type { Conversation, ConversationUpdate } from "../lib/bindings";
+import { conversation as baseConversation } from "../testing/fixtures";
 
 const conversationSnapshot = vi.fn();
 const undoTurn = vi.fn();
+/** As the backend answers: OpenCode's server offers everything, an ACP agent none of it. */
+const runtimeFeatures = (choice: { family: string }) => {
+  const all = choice.family === "openCode";
+  return { compact: all, undo: all, fork: all };
+};
 let deliver: (e: { payload: ConversationUpdate }) => void = () => {};
 vi.mock("../lib/bindings", () => ({
   commands: {
@@ -11,6 +17,7 @@ vi.mock("../lib/bindings", () => ({
     listLibraries: async () => ({ status: "ok", data: [] }),
     conversationPlan: async () => ({ status: "ok", data: [] }),
     undoTurn: (c: string, r: string, force: boolean) => undoTurn(c, r, force),
+    runtimeFeatures: async (choice: { family: string }) => runtimeFeatures(choice),
   },
   events: {
     conversationUpdated: {
@@ -34,18 +41,7 @@ globalThis.ResizeObserver ??= class {
 
 const { default: ConversationView } = await import("./ConversationView.svelte");
 
-const conversation: Conversation = {
-  id: "c1",
-  projectId: "p1",
-  title: "Talk",
-  workMode: "execute",
-  profileId: null,
-  nativeSessionId: null,
-  libraryIds: [],
-  createdAt: 1,
-  updatedAt: 1,
-  compactedAt: null,
-} as unknown as Conversation;
+const conversation: Conversation = baseConversation();
 
 const reply = { id: "r1", conversationId: "c1", role: "assistant", text: "PRO", status: "streaming", error: null, createdAt: 1, updatedAt: 1, toolCalls: [], attachments: [], usage: null, changes: null };
 const changedFile = { path: "b.txt", kind: "added", additions: 1, deletions: 0, binary: false, tooLarge: false };
@@ -93,5 +89,16 @@ describe("ConversationView", () => {
     await fireEvent.click(screen.getByTestId("undo-anyway"));
     await vi.waitFor(() => expect(undoTurn).toHaveBeenLastCalledWith("c1", "r1", true));
     await vi.waitFor(() => expect(screen.queryByTestId("undo-conflict")).toBeNull());
+  });
+
+  it("on an ACP agent, lists a turn's changes without offering undo, fork or compact", async () => {
+    const onAgent = { ...conversation, nativeSessionId: "ses_1", runtime: { family: "acp" as const, agent: "claude-code" } };
+    conversationSnapshot.mockResolvedValue({ status: "ok", data: { messages: [edited], updateSeq: 0 } });
+    render(ConversationView, { conversation: onAgent, profiles: [], onchanged: () => {} });
+    expect((await screen.findByTestId("changes-summary")).textContent).toContain("1 file changed");
+    await vi.waitFor(() => expect(screen.queryByTestId("compact-button")).toBeNull());
+    expect(screen.queryByTestId("undo-turn")).toBeNull();
+    expect(screen.queryByTestId("fork-here")).toBeNull();
+    expect(screen.getByTestId("turn-changes").textContent).toContain("Undo is not offered on this runtime");
   });
 });

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::updates::ConversationUpdateKind;
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::changes::{ChangeTracker, ChangesError, Checkpoint, FileDiff, FileMove};
-use crate::runtime::{AgentRuntime, PlanStep, RuntimeError, WorkspaceRuntime};
-use crate::space::{self, ExecutionSpace};
+use crate::runtime::{AgentRuntime, PlanStep, RuntimeChoice, RuntimeError, WorkspaceRuntime};
+use crate::space::ExecutionSpace;
 use crate::store::{Conversation, Project, TurnRecord, TurnState};
 
 /// A project's folder, held by an undo or redo: no turn starts there until it is done.
@@ -81,7 +81,7 @@ impl Hearth {
             Ok((c, p))
         })
         .await?;
-        let space = space::resolve_local(&project.path)?;
+        let space = super::space_of(&project)?;
         Ok((conversation, project, space))
     }
 
@@ -98,13 +98,16 @@ impl Hearth {
     /// and the runtime forgets those turns. They stay in the conversation, shown as undone.
     pub async fn undo_turn(&self, conversation_id: &str, reply_id: &str, force: bool) -> AppResult<()> {
         let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        if !space.is_local() {
+            return Err(AppError::UndoLocalOnly);
+        }
         let _hold = self.hold_folder(&project.id)?;
         let records = self.records(conversation_id).await?;
         let at = records.iter().position(|r| r.reply_id == reply_id && r.state == TurnState::Kept).ok_or(AppError::NoChangesRecorded)?;
         let turns: Vec<&TurnRecord> = records[at..].iter().filter(|r| r.state == TurnState::Kept).collect();
         let moves = self.moves(&project.id, &turns).await?;
         let history = conversation.native_session_id.clone().zip(records[at].native_user_id.clone());
-        self.move_files_then_history(&project.id, &space, moves, force, |facade, space| async move {
+        self.move_files_then_history(&super::choice_of(&conversation, &project), &project.id, &space, moves, force, |facade, space| async move {
             match history {
                 Some((session, native)) => facade.rewind_history(&space, &session, &native).await,
                 None => Ok(()),
@@ -118,6 +121,9 @@ impl Hearth {
     /// does the runtime's history.
     pub async fn redo_turns(&self, conversation_id: &str, force: bool) -> AppResult<()> {
         let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        if !space.is_local() {
+            return Err(AppError::UndoLocalOnly);
+        }
         let _hold = self.hold_folder(&project.id)?;
         let records = self.records(conversation_id).await?;
         let turns: Vec<&TurnRecord> = records.iter().filter(|r| r.state == TurnState::Undone).collect();
@@ -126,7 +132,7 @@ impl Hearth {
         }
         let moves: Vec<FileMove> = self.moves(&project.id, &turns).await?.iter().map(FileMove::reversed).collect();
         let session = conversation.native_session_id.clone();
-        self.move_files_then_history(&project.id, &space, moves, force, |facade, space| async move {
+        self.move_files_then_history(&super::choice_of(&conversation, &project), &project.id, &space, moves, force, |facade, space| async move {
             match session {
                 Some(session) => facade.restore_history(&space, &session).await,
                 None => Ok(()),
@@ -148,7 +154,7 @@ impl Hearth {
     /// Fork the conversation at a reply: a new conversation in the same project with everything up
     /// to that reply, continuing in its own native session.
     pub async fn fork_conversation(&self, conversation_id: &str, reply_id: &str) -> AppResult<Conversation> {
-        let (conversation, _project, space) = self.conversation_and_space(conversation_id).await?;
+        let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
         if self.is_running(conversation_id) {
             return Err(AppError::Busy);
         }
@@ -156,7 +162,7 @@ impl Hearth {
         // The runtime copies the messages before the next user message: this reply's turn included.
         let (cid, rid) = (conversation_id.to_owned(), reply_id.to_owned());
         let before = blocking(&self.store, move |s| s.next_user_native_id(&cid, &rid)).await?;
-        let facade = self.runtime_for(&space).await?;
+        let facade = self.runtime_for(&super::choice_of(&conversation, &project), &space).await?;
         let forked = facade.fork_session(&space, &session, before.as_deref()).await?;
         let title = fork_title(&conversation.title);
         let (cid, rid) = (conversation_id.to_owned(), reply_id.to_owned());
@@ -165,9 +171,10 @@ impl Hearth {
 
     /// The plan the agent keeps for this conversation (empty before its first turn).
     pub async fn conversation_plan(&self, conversation_id: &str) -> AppResult<Vec<PlanStep>> {
-        let (conversation, _project, space) = self.conversation_and_space(conversation_id).await?;
+        let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        let choice = super::choice_of(&conversation, &project);
         let Some(session) = conversation.native_session_id else { return Ok(Vec::new()) };
-        let facade = self.runtime_for(&space).await?;
+        let facade = self.runtime_for(&choice, &space).await?;
         Ok(facade.plan(&space, &session).await?)
     }
 
@@ -184,13 +191,13 @@ impl Hearth {
 
     /// Move the files, then bring the runtime's history along; if the runtime fails, the files go
     /// back, so the conversation and the folder agree.
-    async fn move_files_then_history<F, Fut>(&self, project_id: &str, space: &ExecutionSpace, moves: Vec<FileMove>, force: bool, history: F) -> AppResult<()>
+    async fn move_files_then_history<F, Fut>(&self, choice: &RuntimeChoice, project_id: &str, space: &ExecutionSpace, moves: Vec<FileMove>, force: bool, history: F) -> AppResult<()>
     where
         F: FnOnce(Arc<WorkspaceRuntime>, ExecutionSpace) -> Fut,
         Fut: std::future::Future<Output = Result<(), RuntimeError>>,
     {
         self.apply_moves(project_id, space, moves.clone(), force).await?;
-        let moved = match self.runtime_for(space).await {
+        let moved = match self.runtime_for(choice, space).await {
             Ok(facade) => history(facade, space.clone()).await.map_err(AppError::from),
             Err(e) => Err(e),
         };

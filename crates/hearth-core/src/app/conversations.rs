@@ -11,7 +11,6 @@ use super::updates::{ConversationSnapshot, ConversationUpdateKind};
 use super::{blocking, AppError, AppResult, Hearth, RunningTurn};
 use crate::images::PreparedImage;
 use crate::runtime::*;
-use crate::space;
 use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
 
 impl Hearth {
@@ -53,11 +52,14 @@ impl Hearth {
             Ok((c, p, s.list_profiles()?, s.app_settings()?))
         })
         .await?;
-        let space = space::resolve_local(&project.path)?;
+        let space = super::space_of(&project)?;
         if self.is_rewinding(&project.id) {
             return Err(AppError::Rewinding);
         }
-        if !attachment_ids.is_empty() {
+        // Model profiles choose the model of OpenCode (its server and its ACP agent); another agent
+        // says itself whether it takes images, and the run refuses them before sending if not.
+        let profiles_apply = crate::acp::agents::is_opencode(&super::choice_of(&conversation, &project));
+        if !attachment_ids.is_empty() && profiles_apply {
             let profile_id = conversation.profile_id.clone().or(settings.default_profile_id.clone());
             let profile = profiles.iter().find(|p| Some(&p.id) == profile_id.as_ref()).or(profiles.first());
             if let Some(p) = profile.filter(|p| !p.image_input) {
@@ -69,13 +71,15 @@ impl Hearth {
 
         let cid = conversation_id.to_string();
         let retitle = (conversation.title == DEFAULT_CONVERSATION_TITLE).then(|| title_from(&text)).flatten();
-        let (user, reply) = blocking(&self.store, move |s| {
+        let project_choice = project.runtime.clone();
+        let (user, reply, choice) = blocking(&self.store, move |s| {
+            let choice = s.fix_conversation_runtime(&cid, &project_choice)?;
             let user = s.add_user_message(&cid, &text, attachments)?;
             if let Some(title) = retitle {
                 s.rename_conversation(&cid, &title)?;
             }
             let reply = s.begin_assistant_message(&cid)?;
-            Ok((user, reply))
+            Ok((user, reply, choice))
         })
         .await?;
         self.emit(conversation_id, ConversationUpdateKind::MessageStored { message: user.clone() });
@@ -123,10 +127,10 @@ impl Hearth {
             // Only a turn that may edit is framed by checkpoints (Ask mode cannot change files).
             let space = request.space.clone();
             let before = match request.work_mode {
-                WorkMode::Execute => me.checkpoint(&project_id, &space).await,
-                WorkMode::Ask => None,
+                WorkMode::Execute if space.is_local() => me.checkpoint(&project_id, &space).await,
+                _ => None,
             };
-            me.drive_turn(request, &user_id, &reply_id, cancel).await;
+            me.drive_turn(&choice, request, &user_id, &reply_id, cancel).await;
             if let Some(before) = before {
                 me.record_turn(&project_id, &space, &user_id, &reply_id, before).await;
             }
@@ -143,13 +147,14 @@ impl Hearth {
         Ok(user)
     }
 
-    async fn drive_turn(&self, request: RunRequest, user_id: &str, reply_id: &str, cancel: CancellationToken) {
+    async fn drive_turn(&self, choice: &RuntimeChoice, request: RunRequest, user_id: &str, reply_id: &str, cancel: CancellationToken) {
         let cid = request.conversation_id.clone();
-        let facade = match self.runtime_for(&request.space).await {
+        let facade = match self.runtime_for(choice, &request.space).await {
             Ok(f) => f,
             Err(e) => {
                 // The run never started: end the turn here, as the runtime would have.
                 let end = TurnEnd::Failed(TurnFailure { kind: failure_kind(&e), message: e.to_string() });
+                self.agent_failures.turn_ended(choice, &end);
                 self.store_and_emit(&cid, user_id, reply_id, RuntimeEvent::ended(end));
                 return;
             }
@@ -172,6 +177,9 @@ impl Hearth {
                 }
             }
             let terminal = event.is_terminal();
+            if let RuntimeEvent::Ended { end } = &event {
+                self.agent_failures.turn_ended(choice, end);
+            }
             self.store_and_emit(&cid, user_id, reply_id, event);
             if terminal {
                 break;
@@ -242,8 +250,8 @@ impl Hearth {
         if self.is_running(conversation_id) {
             return Err(AppError::Busy);
         }
-        let (conversation, _project, space) = self.conversation_and_space(conversation_id).await?;
-        let facade = self.runtime_for(&space).await?;
+        let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        let facade = self.runtime_for(&super::choice_of(&conversation, &project), &space).await?;
         let request = CompactRequest {
             request_id: uuid::Uuid::new_v4().to_string(),
             conversation_id: conversation_id.into(),
@@ -262,14 +270,8 @@ impl Hearth {
     /// Answer a permission request of a running reply ("always" holds for this conversation only:
     /// see `permissions.rs`).
     pub async fn reply_permission(&self, conversation_id: &str, permission_id: &str, reply: PermissionReply) -> AppResult<()> {
-        let cid = conversation_id.to_string();
-        let project = blocking(&self.store, move |s| {
-            let c = s.get_conversation(&cid)?;
-            s.get_project(&c.project_id)
-        })
-        .await?;
-        let space = space::resolve_local(&project.path)?;
-        let facade = self.runtime_for(&space).await?;
+        let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        let facade = self.runtime_for(&super::choice_of(&conversation, &project), &space).await?;
         facade.reply_permission(&space, permission_id, super::permissions::Permissions::to_runtime(reply)).await?;
         self.permissions.answered(conversation_id, permission_id, reply);
         Ok(())
@@ -309,7 +311,7 @@ fn failure_kind(e: &AppError) -> FailureKind {
     match e {
         AppError::Runtime(r) => r.failure_kind(),
         AppError::Space(_) => FailureKind::ProjectMissing,
-        AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) | AppError::BuiltinModel(_) => FailureKind::Start,
+        AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) | AppError::AgentMissing(_) | AppError::UnknownAgent(_) | AppError::BuiltinModel(_) => FailureKind::Start,
         _ => FailureKind::InvalidRequest,
     }
 }

@@ -10,17 +10,29 @@ use super::{AppError, AppResult, Hearth};
 use crate::diagnostics::selftest::{self, SelftestOptions, SelftestReport};
 use crate::diagnostics::ProgressSink;
 use crate::toolbox::gateway::CustomServerStatus;
-use crate::runtime::RegisteredRuntimeStatus;
+use crate::runtime::{MemoryReport, RegisteredRuntimeStatus, RuntimeChoice};
 
 /// Bytes of the newest log file shown in the panel.
 pub const LOG_TAIL_BYTES: usize = 16 * 1024;
 
 /// What the panel asks for.
-#[derive(Debug, Clone, Copy, serde::Deserialize, specta::Type)]
+#[derive(Debug, Clone, serde::Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct SelftestRequest {
     pub projects: u32,
     pub corpus_mib: u32,
+    /// The runtimes to check; `None`: every one the self-test can check here.
+    pub runtimes: Option<Vec<RuntimeChoice>>,
+}
+
+/// A runtime the self-test can run its checks on.
+#[derive(Debug, Clone, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct SelftestRuntime {
+    pub choice: RuntimeChoice,
+    pub label: String,
+    /// Why it cannot be checked here; `None` when it can.
+    pub problem: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, specta::Type)]
@@ -36,6 +48,9 @@ pub struct RuntimeMemory {
 pub struct DiagnosticsStatus {
     pub runtimes: Vec<RegisteredRuntimeStatus>,
     pub memory: Vec<RuntimeMemory>,
+    /// The last hour of the runtime's memory, with the bound past which an idle runtime is
+    /// replaced and each replacement.
+    pub memory_history: MemoryReport,
     pub mcp_servers: Vec<CustomServerStatus>,
     pub log_tail: String,
     pub log_dir: String,
@@ -62,6 +77,7 @@ impl Hearth {
         DiagnosticsStatus {
             runtimes,
             memory,
+            memory_history: self.runtimes.memory_report(),
             mcp_servers: self.tools.hooks.gateway().custom_server_statuses(),
             log_tail,
             log_dir: self.paths.log_dir.display().to_string(),
@@ -86,13 +102,31 @@ impl Hearth {
             runtime_binary: binaries.opencode,
             rg_dir: Some(binaries.rg_dir),
             fixture_command,
+            bridge_command: self.bridge_command.clone(),
             sandbox_parent: None,
+            runtimes: request.runtimes.unwrap_or_else(|| self.checkable_runtimes()),
+            agents: self.agent_search(),
         };
         let result = selftest::run_selftest(options, progress, cancel).await;
         *self.selftest.running.lock().unwrap() = None;
         let report = result.map_err(|_: crate::diagnostics::selftest::SelftestError| AppError::SelftestRunning)?;
         *self.selftest.last.lock().unwrap() = Some(report.clone());
         Ok(report)
+    }
+
+    /// Every runtime the self-test knows how to check, each with why it cannot be checked here
+    /// (Claude Code not installed), for the panel's choice.
+    pub fn selftest_runtimes(&self) -> Vec<SelftestRuntime> {
+        let agents = self.agent_search();
+        crate::diagnostics::choice::checkable()
+            .into_iter()
+            .map(|choice| SelftestRuntime { label: crate::diagnostics::choice::label(&choice), problem: crate::diagnostics::choice::unavailable(&choice, &agents), choice })
+            .collect()
+    }
+
+    /// The runtimes the self-test can check on this machine.
+    fn checkable_runtimes(&self) -> Vec<RuntimeChoice> {
+        self.selftest_runtimes().into_iter().filter(|r| r.problem.is_none()).map(|r| r.choice).collect()
     }
 
     pub fn selftest_running(&self) -> bool {

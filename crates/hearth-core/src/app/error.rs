@@ -55,6 +55,8 @@ pub enum ErrorCode {
     ChangeConflict,
     /// The record of the project's files could not be read or written.
     Changes,
+    /// A host could not be reached, or refused (its key, the user's key), or cannot run the runtime.
+    Host,
     /// Hearth itself failed (a bug): the sentence says what.
     Internal,
 }
@@ -71,6 +73,10 @@ pub enum AppError {
     RuntimeMissing(#[from] LocateError),
     #[error(transparent)]
     RipgrepMissing(#[from] RgError),
+    #[error(transparent)]
+    AgentMissing(#[from] crate::acp::AgentMissing),
+    #[error("There is no agent “{0}”; choose another runtime for this project.")]
+    UnknownAgent(String),
     #[error("The built-in scripted model could not start: {0}")]
     BuiltinModel(#[from] ModelServerError),
     #[error(transparent)]
@@ -113,6 +119,12 @@ pub enum AppError {
     NothingToRedo,
     #[error("Hearth stopped a task unexpectedly: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
+    #[error("Agents over ACP run only for projects on this machine; a project on another host runs on OpenCode's server there.")]
+    AgentsLocalOnly,
+    #[error("Undo and redo keep a record of the files on this machine, so they are not offered for a project on another host.")]
+    UndoLocalOnly,
 }
 
 impl AppError {
@@ -121,7 +133,7 @@ impl AppError {
             AppError::Store(e) => store_code(e),
             AppError::Space(_) => ErrorCode::ProjectFolder,
             AppError::Runtime(e) => runtime_code(e),
-            AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) => ErrorCode::RuntimeMissing,
+            AppError::RuntimeMissing(_) | AppError::RipgrepMissing(_) | AppError::AgentMissing(_) | AppError::UnknownAgent(_) => ErrorCode::RuntimeMissing,
             AppError::BuiltinModel(_) => ErrorCode::RuntimeStart,
             AppError::Image(_) | AppError::NoImageInput(_) | AppError::UnknownAttachment => ErrorCode::Image,
             AppError::Knowledge(e) => knowledge_code(e),
@@ -138,6 +150,9 @@ impl AppError {
             AppError::TurnRunningInProject | AppError::Rewinding => ErrorCode::Busy,
             AppError::NoChangesRecorded | AppError::NothingToRedo => ErrorCode::NotFound,
             AppError::Task(_) => ErrorCode::Internal,
+            AppError::Remote(crate::remote::RemoteError::NoFolder { .. } | crate::remote::RemoteError::Relative { .. }) => ErrorCode::ProjectFolder,
+            AppError::Remote(_) => ErrorCode::Host,
+            AppError::AgentsLocalOnly | AppError::UndoLocalOnly => ErrorCode::InvalidInput,
         }
     }
 }
@@ -152,7 +167,8 @@ fn store_code(e: &StoreError) -> ErrorCode {
         | StoreError::InvalidEnvName { .. }
         | StoreError::BuiltinProfile
         | StoreError::StatusChange { .. }
-        | StoreError::NotStreaming { .. } => ErrorCode::InvalidInput,
+        | StoreError::NotStreaming { .. }
+        | StoreError::RuntimeFixed => ErrorCode::InvalidInput,
         StoreError::MessageTooLong { .. }
         | StoreError::ReplyTooLong
         | StoreError::TooManyAttachments { .. }
@@ -167,7 +183,7 @@ fn runtime_code(e: &RuntimeError) -> ErrorCode {
     match e {
         RuntimeError::Start(_) => ErrorCode::RuntimeStart,
         RuntimeError::Died(_) | RuntimeError::Unreachable(_) | RuntimeError::Refused(_) => ErrorCode::RuntimeFailed,
-        RuntimeError::InvalidRequest(_) | RuntimeError::WrongSpace { .. } => ErrorCode::InvalidInput,
+        RuntimeError::InvalidRequest(_) | RuntimeError::WrongSpace { .. } | RuntimeError::Unsupported { .. } => ErrorCode::InvalidInput,
         RuntimeError::NoSession => ErrorCode::NotFound,
         RuntimeError::Cancelled | RuntimeError::Disposed | RuntimeError::Replaced => ErrorCode::RuntimeStopped,
     }

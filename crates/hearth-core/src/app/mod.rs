@@ -2,6 +2,7 @@
 //! the running turns, with one method per thing a user does. The Tauri commands and the CLI are thin
 //! adapters over it; nothing here knows about windows.
 
+mod agents;
 mod attachments;
 mod catalog;
 mod changes;
@@ -10,6 +11,7 @@ pub mod diagnostics;
 mod error;
 mod permissions;
 mod profiles;
+mod remote;
 mod runtime_binary;
 pub mod runtime_config;
 pub mod startup;
@@ -22,6 +24,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+pub use agents::choice_of;
+pub use remote::space_of;
 pub use attachments::StagedAttachment;
 pub use conversations::DEFAULT_CONVERSATION_TITLE;
 pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
@@ -32,7 +36,7 @@ use runtime_config::{BinaryInputs, Binaries, BuiltinModel};
 use crate::host::paths::AppPaths;
 use crate::images::PreparedImage;
 use crate::runtime::*;
-use crate::space::{self, ExecutionSpace};
+use crate::space::ExecutionSpace;
 use crate::store::secrets::SecretsBackend;
 use crate::store::{Store, StoreError};
 use crate::toolbox::gateway::AllowedCallers;
@@ -51,12 +55,19 @@ pub struct HearthOptions {
     pub connect_via: Option<Arc<dyn Fn(std::net::SocketAddr) -> std::net::SocketAddr + Send + Sync>>,
     /// Whether secrets may go to the desktop keyring (the app) or stay in the private file (tests).
     pub secrets: SecretsBackend,
+    /// Time bounds of the ACP agents (tests shorten them).
+    pub acp_bounds: crate::acp::AcpBounds,
+    /// The command of Hearth's stdio bridge to the gateway (the app: `[its binary, "mcp-bridge"]`),
+    /// for agents that take MCP servers over stdio only; `None`: they get no Hearth tools.
+    pub bridge_command: Option<Vec<String>>,
+    /// An ssh configuration file used instead of the user's own (`HEARTH_SSH_CONFIG`; tests).
+    pub ssh_config: Option<PathBuf>,
 }
 
 impl HearthOptions {
     /// The app's options: production bounds, secrets in the keyring where one answers.
     pub fn new(paths: AppPaths, binaries: BinaryInputs) -> Self {
-        Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None, secrets: SecretsBackend::DesktopKeyring }
+        Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None, secrets: SecretsBackend::DesktopKeyring, acp_bounds: Default::default(), bridge_command: None, ssh_config: None }
     }
 }
 
@@ -83,6 +94,11 @@ pub struct Hearth {
     permissions: permissions::Permissions,
     tools: tools::Tools,
     selftest: diagnostics::SelftestSlot,
+    acp_bounds: crate::acp::AcpBounds,
+    agent_failures: agents::AgentFailures,
+    bridge_command: Option<Vec<String>>,
+    /// The hosts of projects on other machines, one ssh link each.
+    remote: Arc<crate::remote::Remote>,
 }
 
 /// Run a store call off the async threads.
@@ -115,6 +131,9 @@ impl Hearth {
             AllowedCallers::pids(move || slot.get().and_then(std::sync::Weak::upgrade).map(|m| m.pids()).unwrap_or_default())
         };
         let tools = tools::Tools::start(&options.paths.data_dir, callers).await?;
+        let mut ssh = crate::remote::ssh::SshOptions::new(options.paths.data_dir.join("ssh"));
+        ssh.config_file = options.ssh_config.clone();
+        let remote = crate::remote::Remote::start(ssh, tools.hooks.gateway().clone()).await?;
         // The one wiring of manager → registry → runtime; the self-test builds the same one.
         let mut config = ManagerConfig::new(RuntimeHost {
             root: options.paths.data_dir.join("runtime"),
@@ -141,6 +160,10 @@ impl Hearth {
             permissions: Default::default(),
             tools,
             selftest: Default::default(),
+            acp_bounds: options.acp_bounds,
+            agent_failures: Default::default(),
+            bridge_command: options.bridge_command,
+            remote,
         });
         // The user's MCP servers start in the background; their status shows in the Tools view.
         let me = hearth.clone();
@@ -182,12 +205,12 @@ impl Hearth {
         *self.binaries.lock().await = None;
     }
 
-    /// The facade for `space` under the current configuration.
-    pub(crate) async fn runtime_for(&self, space: &ExecutionSpace) -> AppResult<Arc<WorkspaceRuntime>> {
-        let binaries = self.binaries().await?;
-        let mut config = runtime_config::runtime_config(&self.store, &binaries, &self.builtin).await?;
-        self.tools.configure(&mut config).await;
-        let selection: RuntimeSelection = Arc::new(config);
+    /// The facade of the runtime `choice` names, for `space`, under the current configuration.
+    pub(crate) async fn runtime_for(&self, choice: &RuntimeChoice, space: &ExecutionSpace) -> AppResult<Arc<WorkspaceRuntime>> {
+        let selection = match space.host() {
+            Some(host) => self.remote_selection(choice, host).await?,
+            None => self.selection_for(choice, space).await?,
+        };
         Ok(self.runtimes.get_runtime(&selection, space).await?)
     }
 
@@ -204,13 +227,17 @@ impl Hearth {
             s.get_project(&id)
         })
         .await?;
-        let space = space::resolve_local(&project.path)?;
-        // The project's first record reads every file once; later ones only what changed.
-        let (me, record_space) = (self.clone(), space.clone());
-        tokio::spawn(async move { me.checkpoint(&project.id, &record_space).await });
+        let space = space_of(&project)?;
+        let choice = project.runtime.clone();
+        // The project's first record reads every file once; later ones only what changed. A
+        // folder on another host has no record here.
+        if space.is_local() {
+            let (me, record_space) = (self.clone(), space.clone());
+            tokio::spawn(async move { me.checkpoint(&project.id, &record_space).await });
+        }
         let me = self.clone();
         tokio::spawn(async move {
-            let warmed = match me.runtime_for(&space).await {
+            let warmed = match me.runtime_for(&choice, &space).await {
                 Ok(facade) => facade.warm(&space).await.map_err(AppError::from),
                 Err(e) => Err(e),
             };
@@ -236,6 +263,8 @@ impl Hearth {
         }
         let _ = self.store.flush_pending();
         self.runtimes.dispose().await;
+        // Each host's keeper stops its runtime when its link closes.
+        self.remote.shutdown().await;
         self.tools.hooks.gateway().dispose().await;
         if let Some(model) = self.builtin.started() {
             model.shutdown().await;

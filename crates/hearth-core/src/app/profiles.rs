@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{blocking, AppResult, Hearth};
 use crate::store::secrets::SecretsLocation;
-use crate::store::{ModelProfile, ProfileInput, BUILTIN_SCRIPTED_BASE_URL};
+use crate::store::{anthropic_root, ModelProfile, ModelProtocol, ProfileInput, BUILTIN_SCRIPTED_BASE_URL};
 
 /// How long the Test button waits for the model's answer.
 pub const PROFILE_TEST_TIMEOUT: Duration = Duration::from_secs(45);
@@ -65,31 +65,45 @@ impl Hearth {
     pub async fn test_profile(&self, id: &str) -> AppResult<ProfileTestOutcome> {
         let pid = id.to_string();
         let (profile, key) = blocking(&self.store, move |s| Ok((s.get_profile(&pid)?, s.profile_api_key(&pid)?))).await?;
-        let (base, key) = if profile.base_url == BUILTIN_SCRIPTED_BASE_URL {
+        let (protocol, base, key) = if profile.base_url == BUILTIN_SCRIPTED_BASE_URL {
             let server = self.builtin.get().await?;
-            (server.base_url(), Some(server.api_key().to_string()))
+            (ModelProtocol::OpenAiChatCompletions, server.base_url(), Some(server.api_key().to_string()))
         } else {
-            (profile.base_url.clone(), key)
+            (profile.protocol, profile.base_url.clone(), key)
         };
-        Ok(generation_check(&base, &profile.model, key.as_deref()).await)
+        Ok(generation_check(protocol, &base, &profile.model, key.as_deref()).await)
     }
 }
 
-/// POST `{base}/chat/completions` with a one-line prompt.
-pub async fn generation_check(base_url: &str, model: &str, api_key: Option<&str>) -> ProfileTestOutcome {
-    let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+/// The version header Anthropic's API requires.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// One small, non-streamed generation request in the profile's protocol: `{base}/chat/completions`
+/// or `{root}/v1/messages`, with a one-line prompt.
+pub async fn generation_check(protocol: ModelProtocol, base_url: &str, model: &str, api_key: Option<&str>) -> ProfileTestOutcome {
+    let prompt = "Reply with the single word: ready";
     let client = match reqwest::Client::builder().timeout(PROFILE_TEST_TIMEOUT).build() {
         Ok(c) => c,
         Err(e) => return outcome(false, format!("Hearth could not make an HTTP client: {e}"), 0),
     };
-    let mut req = client.post(&url).json(&json!({
-        "model": model,
-        "messages": [{ "role": "user", "content": "Reply with the single word: ready" }],
-        "max_tokens": 16,
-        "stream": false,
-    }));
-    if let Some(k) = api_key {
-        req = req.bearer_auth(k);
+    let (url, mut req) = match protocol {
+        ModelProtocol::OpenAiChatCompletions => {
+            let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+            let body = json!({ "model": model, "messages": [{ "role": "user", "content": prompt }], "max_tokens": 16, "stream": false });
+            let req = client.post(&url).json(&body);
+            (url.clone(), match api_key {
+                Some(k) => req.bearer_auth(k),
+                None => req,
+            })
+        }
+        ModelProtocol::AnthropicMessages => {
+            let url = format!("{}/v1/messages", anthropic_root(base_url));
+            let body = json!({ "model": model, "messages": [{ "role": "user", "content": prompt }], "max_tokens": 16 });
+            (url.clone(), client.post(&url).header("anthropic-version", ANTHROPIC_VERSION).json(&body))
+        }
+    };
+    if let (ModelProtocol::AnthropicMessages, Some(k)) = (protocol, api_key) {
+        req = req.header("x-api-key", k);
     }
     let t0 = Instant::now();
     let resp = req.send().await;
@@ -112,7 +126,11 @@ pub async fn generation_check(base_url: &str, model: &str, api_key: Option<&str>
         };
         return outcome(false, format!("The endpoint answered {status}: {hint}. {detail}").trim().to_string(), ms);
     }
-    let text = body["choices"][0]["message"]["content"].as_str().unwrap_or("").trim().chars().take(PROFILE_TEST_QUOTE_CHARS).collect::<String>();
+    let answer = match protocol {
+        ModelProtocol::OpenAiChatCompletions => &body["choices"][0]["message"]["content"],
+        ModelProtocol::AnthropicMessages => &body["content"][0]["text"],
+    };
+    let text = answer.as_str().unwrap_or("").trim().chars().take(PROFILE_TEST_QUOTE_CHARS).collect::<String>();
     if text.is_empty() {
         return outcome(false, "The endpoint answered, but with no text: is this a chat model?".into(), ms);
     }
@@ -131,21 +149,33 @@ mod tests {
     #[tokio::test]
     async fn a_working_endpoint_answers_in_a_sentence() {
         let server = ScriptedModelServer::start(Script::custom(|_| Reply::text("ready"))).unwrap();
-        let o = generation_check(&server.base_url(), "scripted", Some(server.api_key())).await;
+        let o = generation_check(ModelProtocol::OpenAiChatCompletions, &server.base_url(), "scripted", Some(server.api_key())).await;
         assert!(o.ok, "{o:?}");
         assert!(o.message.contains("“ready”"), "{o:?}");
         let builtin = ScriptedModelServer::start(Script::default_agent()).unwrap();
-        let o = generation_check(&builtin.base_url(), "scripted", Some(builtin.api_key())).await;
+        let o = generation_check(ModelProtocol::OpenAiChatCompletions, &builtin.base_url(), "scripted", Some(builtin.api_key())).await;
         assert!(o.ok && o.message.ends_with(": “ready”."), "{o:?}");
     }
 
     #[tokio::test]
     async fn a_wrong_key_and_a_closed_port_are_explained() {
         let server = ScriptedModelServer::start(Script::default_agent()).unwrap();
-        let o = generation_check(&server.base_url(), "scripted", Some("wrong")).await;
+        let o = generation_check(ModelProtocol::OpenAiChatCompletions, &server.base_url(), "scripted", Some("wrong")).await;
         assert!(!o.ok && o.message.contains("401") && o.message.contains("API key"), "{o:?}");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let o = generation_check(&format!("http://127.0.0.1:{port}/v1"), "m", None).await;
+        let o = generation_check(ModelProtocol::OpenAiChatCompletions, &format!("http://127.0.0.1:{port}/v1"), "m", None).await;
         assert!(!o.ok && o.message.contains("Could not connect"), "{o:?}");
+    }
+
+    #[tokio::test]
+    async fn an_anthropic_endpoint_is_tested_in_its_own_protocol_with_or_without_v1() {
+        let server = ScriptedModelServer::start(Script::default_agent()).unwrap();
+        for base in [server.anthropic_base_url(), format!("{}/v1/", server.anthropic_base_url())] {
+            let o = generation_check(ModelProtocol::AnthropicMessages, &base, "scripted", Some(server.api_key())).await;
+            assert!(o.ok && o.message.ends_with(": “ready”."), "{base}: {o:?}");
+        }
+        let o = generation_check(ModelProtocol::AnthropicMessages, &server.anthropic_base_url(), "scripted", Some("wrong")).await;
+        assert!(!o.ok && o.message.contains("401"), "{o:?}");
+        assert!(server.requests().iter().all(|r| r.api == crate::scripted_model::Api::AnthropicMessages), "only Messages requests");
     }
 }

@@ -96,7 +96,9 @@ pub async fn runtime_config(store: &Store, binaries: &Binaries, builtin: &Builti
         out.push(ModelProfile {
             id: p.id.clone(),
             name: p.name.clone(),
-            protocol: Protocol::OpenAiChatCompletions,
+            // The built-in model is reached over chat completions (it speaks Anthropic's API too,
+            // which Claude Code is given).
+            protocol: if p.base_url == BUILTIN_SCRIPTED_BASE_URL { Protocol::OpenAiChatCompletions } else { p.protocol },
             base_url,
             model: p.model.clone(),
             authentication,

@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::opencode::client::Client;
 use crate::opencode::OpenCodeRuntime;
-use crate::runtime::{AgentRuntime, RegistryConfig, RuntimeSelection, TurnEnd, WorkspaceRuntime, DEFAULT_FACADE_CAPACITY};
+use crate::acp::agents::AgentSearch;
+use crate::runtime::{AgentRuntime, RegistryConfig, RuntimeChoice, RuntimeSelection, TurnEnd, WorkspaceRuntime, DEFAULT_FACADE_CAPACITY};
 use crate::scripted_model::{default_reply, Reply, RequestKind, Script, ScriptedModelServer};
 use crate::space::{resolve_local, ExecutionSpace};
 
@@ -69,11 +70,17 @@ pub struct IsolationOptions {
     pub sabotage: Option<Sabotage>,
     /// Where the sandbox is created (the system temporary folder when `None`).
     pub sandbox_parent: Option<PathBuf>,
+    /// The runtime checked: OpenCode's server (this file's check), or an ACP agent
+    /// (`isolation_acp.rs`).
+    pub runtime: RuntimeChoice,
+    /// Where agents other than OpenCode are found.
+    pub agents: AgentSearch,
 }
 
 impl IsolationOptions {
+    /// The check on OpenCode's server.
     pub fn new(runtime_binary: PathBuf, rg_dir: Option<PathBuf>, corpus_mib: u32) -> Self {
-        Self { runtime_binary, rg_dir, corpus_mib, sabotage: None, sandbox_parent: None }
+        Self { runtime_binary, rg_dir, corpus_mib, sabotage: None, sandbox_parent: None, runtime: RuntimeChoice::OpenCode, agents: AgentSearch::default() }
     }
 }
 
@@ -84,8 +91,12 @@ pub async fn run_isolation_check(
     progress: ProgressSink,
     cancel: CancellationToken,
 ) -> CheckReport {
-    let mut report = ReportBuilder::new(CHECK_NAME);
-    let outcome = run(&opts, &progress, &cancel, &mut report).await;
+    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime);
+    let outcome = match &opts.runtime {
+        RuntimeChoice::OpenCode => run(&opts, &progress, &cancel, &mut report).await,
+        RuntimeChoice::Acp { .. } if opts.sabotage.is_some() => Err(CheckError::Options("sabotage is only built for OpenCode's server".into())),
+        RuntimeChoice::Acp { .. } => super::isolation_acp::run(&opts, &progress, &cancel, &mut report).await,
+    };
     if let Err(e) = &outcome {
         progress.report("cleanup", format!("Stopped: {e}"));
     }
@@ -165,6 +176,7 @@ async fn run(
         }
     };
     let pid = rt.status().pid;
+    report.runtime_version = rt.status().version;
     let outcome = match launched {
         Ok(client) => {
             let ctx = Ctx {

@@ -3,9 +3,11 @@
 //! the `hearth selftest` CLI and CI; this module holds what every check shares: the report, live
 //! progress, and the measurement helpers.
 
+pub mod choice;
 pub mod corpus;
 pub mod isolation;
 pub mod kit;
+pub mod isolation_acp;
 mod isolation_outline;
 mod isolation_steps;
 pub mod measure;
@@ -79,6 +81,10 @@ impl Figure {
 #[serde(rename_all = "camelCase")]
 pub struct CheckReport {
     pub name: String,
+    /// The runtime the check ran against ("OpenCode (server)", "OpenCode (ACP)", "Claude Code").
+    pub runtime: String,
+    /// The version it reported, once it started.
+    pub runtime_version: Option<String>,
     /// Every assertion passed and the check ran to its end.
     pub passed: bool,
     pub cancelled: bool,
@@ -98,8 +104,10 @@ impl CheckReport {
     /// One paragraph per assertion and figure, for the CLI and test logs.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "{} check: {} in {:.1} s\n",
+            "{} check ({} {}): {} in {:.1} s\n",
             self.name,
+            self.runtime,
+            self.runtime_version.as_deref().unwrap_or("not started"),
             if self.cancelled {
                 "CANCELLED"
             } else if self.passed {
@@ -177,14 +185,16 @@ impl std::fmt::Debug for ProgressSink {
 #[derive(Debug)]
 pub(crate) struct ReportBuilder {
     name: String,
+    runtime: String,
+    pub(crate) runtime_version: Option<String>,
     started: Instant,
     assertions: Vec<Assertion>,
     figures: Vec<Figure>,
 }
 
 impl ReportBuilder {
-    pub(crate) fn new(name: &str) -> Self {
-        Self { name: name.into(), started: Instant::now(), assertions: Vec::new(), figures: Vec::new() }
+    pub(crate) fn new(name: &str, runtime: &crate::runtime::RuntimeChoice) -> Self {
+        Self { name: name.into(), runtime: choice::label(runtime), runtime_version: None, started: Instant::now(), assertions: Vec::new(), figures: Vec::new() }
     }
 
     /// Record an assertion; returns whether it passed.
@@ -214,6 +224,8 @@ impl ReportBuilder {
         let passed = error.is_none() && !self.assertions.is_empty() && self.assertions.iter().all(|a| a.passed);
         CheckReport {
             name: self.name,
+            runtime: self.runtime,
+            runtime_version: self.runtime_version,
             passed,
             cancelled,
             error,
@@ -294,12 +306,12 @@ mod tests {
 
     #[test]
     fn a_report_passes_only_when_every_assertion_passed_and_it_ran_to_the_end() {
-        let mut b = ReportBuilder::new("t");
+        let mut b = ReportBuilder::new("t", &Default::default());
         b.check("one", true, "fine");
         let ok = b.finish(Ok(()));
         assert!(ok.passed && !ok.cancelled && ok.error.is_none());
 
-        let mut b = ReportBuilder::new("t");
+        let mut b = ReportBuilder::new("t", &Default::default());
         b.check("one", true, "fine");
         b.check("two", false, "x".repeat(MAX_DETAIL_CHARS + 10));
         let failed = b.finish(Ok(()));
@@ -308,17 +320,17 @@ mod tests {
         assert!(failed.first_failure().unwrap().detail.chars().count() <= MAX_DETAIL_CHARS + 1);
         assert!(failed.to_text().contains("[FAIL] two"));
 
-        let mut b = ReportBuilder::new("t");
+        let mut b = ReportBuilder::new("t", &Default::default());
         b.check("one", true, "fine");
         let cancelled = b.finish(Err(CheckError::Cancelled));
         assert!(!cancelled.passed && cancelled.cancelled);
         assert_eq!(cancelled.error.as_deref(), Some("The check was cancelled."));
-        assert!(!ReportBuilder::new("empty").finish(Ok(())).passed, "no assertion is no proof");
+        assert!(!ReportBuilder::new("empty", &Default::default()).finish(Ok(())).passed, "no assertion is no proof");
     }
 
     #[test]
     fn reports_serialise_in_camel_case() {
-        let mut b = ReportBuilder::new("isolation");
+        let mut b = ReportBuilder::new("isolation", &Default::default());
         b.figure(Figure::value("held time", "ms", 1.0));
         let json = serde_json::to_value(b.finish(Ok(()))).unwrap();
         assert!(json.get("durationMs").is_some());

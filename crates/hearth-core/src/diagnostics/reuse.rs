@@ -1,8 +1,10 @@
 //! The reuse check: N projects in a sandbox, 2 conversations each, 2 concurrent waves through the
-//! app's own manager → registry → one shared runtime. Proves one launch, one process-owning runtime behind every facade, distinct native
-//! sessions, continuation, each run reading its own project's marker with the runtime's `read` tool
-//! and compaction; with 2 projects also per-request images, the skill and 8 MCP calls through the
-//! gateway, each under its own request's grant.
+//! app's own manager → registry → one shared runtime — OpenCode's server or an ACP agent (see
+//! `choice.rs`). Proves one launch, one process-owning runtime behind every facade, distinct native
+//! sessions, continuation, each run reading its own project's marker with the agent's own read
+//! tool, a cancel that ends the turn and drops its model request, and (OpenCode's server)
+//! compaction; with 2 projects also per-request images (where the agent takes them), the skill
+//! (OpenCode) and 8 MCP calls through the gateway, each under its own request's grant.
 //!
 //! This file: options, sandboxed setup and the cleanup that always runs. The waves and the
 //! verification are in `reuse_steps.rs`.
@@ -14,12 +16,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::toolbox::gateway::{
-    AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState,
-    GATEWAY_MCP_NAME,
-};
-use crate::opencode::{OpenCodeRuntime, FAMILY as OPENCODE_FAMILY};
-use crate::runtime::{AgentRuntime, RegistryConfig, RunHooks, RuntimeSelection, SelectedRuntimeManager, WorkspaceRuntime};
+use crate::acp::agents::AgentSearch;
+use crate::acp::GatewayTransport;
+use crate::toolbox::gateway::{AllowedCallers, CustomServerConfig, Gateway, GatewayOptions, GatewayRunHooks, ServerState};
+use crate::opencode::FAMILY as OPENCODE_FAMILY;
+use crate::runtime::{ProcessRuntime, RegistryConfig, RunHooks, RuntimeChoice, SelectedRuntimeManager, WorkspaceRuntime};
 use crate::scripted_model::{default_reply, find_marker, Reply, RequestKind, Script, ScriptedModelServer};
 use crate::toolbox::skills;
 use crate::space::{resolve_local, ExecutionSpace};
@@ -31,7 +32,7 @@ use super::{ms, reuse_steps, CheckError, CheckReport, Figure, ProgressSink, Repo
 pub const CHECK_NAME: &str = "reuse";
 /// The step ids progress is reported under, in order.
 pub const STEPS: &[&str] =
-    &["sandbox", "gateway", "launch", "wave-1", "wave-2", "verify", "compaction", "runtime", "cleanup"];
+    &["sandbox", "gateway", "launch", "wave-1", "wave-2", "verify", "cancel", "compaction", "runtime", "cleanup"];
 /// Project counts the check supports (the two the promise is stated for).
 pub const PROJECT_COUNTS: &[usize] = &[2, 10];
 /// Conversations per project, and concurrent waves of one run per conversation.
@@ -70,26 +71,24 @@ pub struct ReuseOptions {
     /// Command line of the fixture MCP server (the app: `[current_exe, "mcp-fixture"]`). Needed
     /// for the full seed (2 projects) only.
     pub fixture_command: Vec<String>,
+    /// The runtime checked: OpenCode's server, or an ACP agent (see [`super::choice`]).
+    pub runtime: RuntimeChoice,
+    /// Where agents other than OpenCode are found.
+    pub agents: AgentSearch,
+    /// Hearth's stdio bridge to the gateway (the app: `[current_exe, "mcp-bridge"]`), and whether
+    /// the agent's sessions must use it even where they could use HTTP.
+    pub bridge_command: Option<Vec<String>>,
+    pub transport: GatewayTransport,
 }
 
 /// Run the reuse check. Never panics on runtime trouble and always cleans up.
 pub async fn run_reuse_check(opts: ReuseOptions, progress: ProgressSink, cancel: CancellationToken) -> CheckReport {
-    run_reuse(opts, progress, cancel).await.0
-}
-
-/// The report and the version the runtime reported (for the self-test's header).
-pub(crate) async fn run_reuse(
-    opts: ReuseOptions,
-    progress: ProgressSink,
-    cancel: CancellationToken,
-) -> (CheckReport, Option<String>) {
-    let mut report = ReportBuilder::new(CHECK_NAME);
-    let mut version = None;
-    let outcome = run(&opts, &progress, &cancel, &mut report, &mut version).await;
+    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime);
+    let outcome = run(&opts, &progress, &cancel, &mut report).await;
     if let Err(e) = &outcome {
         progress.report("cleanup", format!("Stopped: {e}"));
     }
-    (report.finish(outcome), version)
+    report.finish(outcome)
 }
 
 fn validate(opts: &ReuseOptions) -> Result<(), CheckError> {
@@ -105,6 +104,9 @@ fn validate(opts: &ReuseOptions) -> Result<(), CheckError> {
     if opts.projects == FULL_SEED_PROJECTS && opts.fixture_command.is_empty() {
         return Err(CheckError::Options("the fixture MCP server command is empty".into()));
     }
+    if let Some(why) = super::choice::unavailable(&opts.runtime, &opts.agents) {
+        return Err(CheckError::Options(why));
+    }
     Ok(())
 }
 
@@ -117,7 +119,8 @@ pub(crate) struct Ctx {
     /// The tool results the model saw at the capability step of each full-seed run.
     pub capability_results: Arc<Mutex<Vec<String>>>,
     /// The one runtime behind every facade.
-    pub runtime: OpenCodeRuntime,
+    pub process: Arc<dyn ProcessRuntime>,
+    pub runtime: RuntimeChoice,
     pub runtimes: Arc<SelectedRuntimeManager>,
     pub progress: ProgressSink,
 }
@@ -125,6 +128,20 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub fn full_seed(&self) -> bool {
         self.hooks.is_some()
+    }
+
+    /// OpenCode (its server or its ACP agent): the one that loads Hearth's staged skills.
+    pub fn is_opencode(&self) -> bool {
+        super::choice::is_opencode(&self.runtime)
+    }
+
+    /// Whether the runtime takes images: OpenCode's server always (the profile says so), an ACP
+    /// agent as it announced when it started.
+    pub fn takes_images(&self) -> bool {
+        match self.process.as_any().downcast_ref::<crate::acp::AcpRuntime>() {
+            Some(agent) => agent.agent_info().is_some_and(|i| i.images),
+            None => true,
+        }
     }
 }
 
@@ -141,7 +158,6 @@ async fn run(
     progress: &ProgressSink,
     cancel: &CancellationToken,
     report: &mut ReportBuilder,
-    version: &mut Option<String>,
 ) -> Result<(), CheckError> {
     validate(opts)?;
     let full_seed = opts.projects == FULL_SEED_PROJECTS;
@@ -154,7 +170,7 @@ async fn run(
     );
     let mut owned = Owned { sandbox, model, hooks: None, runtimes: None };
     // Cancellation is handled inside: the launch must not be dropped half-way.
-    let outcome = setup_and_steps(opts, progress, cancel, report, &mut owned, capability_results, version).await;
+    let outcome = setup_and_steps(opts, progress, cancel, report, &mut owned, capability_results).await;
     cleanup(owned, progress, report).await;
     outcome
 }
@@ -166,7 +182,6 @@ async fn setup_and_steps(
     report: &mut ReportBuilder,
     owned: &mut Owned,
     capability_results: Arc<Mutex<Vec<String>>>,
-    version: &mut Option<String>,
 ) -> Result<(), CheckError> {
     let sandbox_err = |e: &dyn std::fmt::Display| CheckError::Sandbox(e.to_string());
     let mut spaces = Vec::new();
@@ -179,6 +194,8 @@ async fn setup_and_steps(
     let mut config = kit::scripted_config(&found, &owned.model, opts.projects == FULL_SEED_PROJECTS);
     config.rg_dir = opts.rg_dir.clone();
     let mut run_hooks: Option<Arc<dyn RunHooks>> = None;
+    let mut gateway_setup = None;
+    let mut skills = None;
     let manager_slot: Arc<std::sync::OnceLock<std::sync::Weak<SelectedRuntimeManager>>> = Arc::default();
     if opts.projects == FULL_SEED_PROJECTS {
         progress.report("gateway", "Starting the gateway with the fixture MCP server, and staging the skill.");
@@ -201,12 +218,21 @@ async fn setup_and_steps(
         if !report.check("Fixture MCP server ready in the gateway", ready, detail) {
             return Err(CheckError::FixtureNotStarted);
         }
-        let private = owned.sandbox.path().join("gateway");
-        config.mcp.insert(GATEWAY_MCP_NAME.into(), gateway.mcp_entry_with_secret_file(&private).map_err(|e| sandbox_err(&e))?);
-        config.plugins.push(gateway.plugin(&private).map_err(|e| sandbox_err(&e))?);
-        config.skills_paths.push(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
+        gateway_setup = Some(gateway);
+        skills = Some(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
         run_hooks = Some(hooks as Arc<dyn RunHooks>);
     }
+    let setup = super::choice::CheckSetup {
+        config,
+        model: &owned.model,
+        gateway: gateway_setup.as_deref().map(|g| (g, owned.sandbox.path().join("gateway"))),
+        skills,
+        agents: &opts.agents,
+        bridge: opts.bridge_command.clone(),
+        transport: opts.transport,
+        project: &spaces[0].root,
+    };
+    let selection = super::choice::selection(&opts.runtime, setup)?;
 
     if cancel.is_cancelled() {
         return Err(CheckError::Cancelled);
@@ -216,21 +242,19 @@ async fn setup_and_steps(
     let runtimes = Arc::new(kit::runtimes(&owned.sandbox.runtime_root(), run_hooks, RegistryConfig::default(), MANAGER_CAPACITY));
     owned.runtimes = Some(runtimes.clone());
     let _ = manager_slot.set(Arc::downgrade(&runtimes));
-    let selection: RuntimeSelection = Arc::new(config);
     let mut facades = Vec::new();
     for space in &spaces {
         let facade = runtimes.get_runtime(&selection, space).await.map_err(|e| CheckError::Runtime(e.to_string()));
         facades.push(facade?);
     }
-    let runtime = facades.first().and_then(|f| kit::opencode_of(f));
-    let runtime = runtime.ok_or_else(|| CheckError::Runtime("the manager made no OpenCode runtime".into()))?;
+    let process = facades.first().and_then(|f| f.process()).ok_or_else(|| CheckError::Runtime("the manager made no runtime".into()))?;
 
     progress.report("launch", "Starting the one runtime every project shares.");
     let started = Instant::now();
     // A launch is never dropped half-way (its child would be lost): on cancel, let it finish; the
     // cleanup then stops it with everything else.
     let launched = {
-        let launch = runtime.client();
+        let launch = process.start();
         tokio::pin!(launch);
         tokio::select! {
             r = &mut launch => r.map_err(|e| CheckError::Runtime(e.to_string())),
@@ -242,7 +266,7 @@ async fn setup_and_steps(
     };
     launched?;
     report.figure(Figure::value("runtime launch", "ms", ms(started.elapsed())));
-    *version = runtime.status().version;
+    report.runtime_version = process.status().version;
 
     let ctx = Ctx {
         facades,
@@ -250,7 +274,8 @@ async fn setup_and_steps(
         model: owned.model.clone(),
         hooks: owned.hooks.clone(),
         capability_results,
-        runtime,
+        process,
+        runtime: opts.runtime.clone(),
         runtimes,
         progress: progress.clone(),
     };
@@ -304,13 +329,16 @@ pub fn marker(i: usize) -> String {
 /// with seed = the request id, then answer the marker. Other requests get the default.
 fn seed_script(capability_results: Arc<Mutex<Vec<String>>>) -> Script {
     Script::custom(move |r| {
-        if r.kind != RequestKind::Agent || !r.has_tool("read") {
+        let Some(read) = r.find_tool("read").filter(|_| r.kind == RequestKind::Agent) else {
             return default_reply(r);
-        }
+        };
         let results = r.tool_results_after_last_user();
         let request_id = request_id_in(&r.last_user_text());
-        match results.len() {
-            0 => Reply::tool_call("read", serde_json::json!({ "filePath": "marker.txt" })),
+        // The skill step where the agent has Hearth's staged skills (OpenCode); else straight on.
+        let skill = r.find_tool("skill").filter(|t| t.name == "skill");
+        let step = if skill.is_none() && !results.is_empty() { results.len() + 1 } else { results.len() };
+        match step {
+            0 => Reply::tool_call(read.name, read.adapt(serde_json::json!({ "filePath": "marker.txt" }))),
             1 => Reply::tool_call("skill", serde_json::json!({ "name": SKILL_NAME })),
             2 => match r.tool_names().into_iter().find(|n| n.ends_with(FIXTURE_TOOL_SUFFIX)) {
                 Some(tool) => Reply::tool_call(
@@ -392,6 +420,10 @@ mod tests {
             projects: 3,
             sandbox_parent: None,
             fixture_command: vec![],
+            runtime: RuntimeChoice::OpenCode,
+            agents: AgentSearch::default(),
+            bridge_command: None,
+            transport: GatewayTransport::Auto,
         };
         let report = run_reuse_check(opts.clone(), ProgressSink::silent(), CancellationToken::new()).await;
         assert!(!report.passed);

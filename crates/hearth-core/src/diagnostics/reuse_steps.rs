@@ -1,5 +1,6 @@
 //! The reuse check's phases: two concurrent waves of one run per conversation, then what the model
-//! server and the gateway recorded, compaction, and the runtime's own view of itself.
+//! server and the gateway recorded, a cancel, compaction (OpenCode's server), and the runtime's own
+//! view of itself.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -8,8 +9,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{AgentRuntime, CompactRequest, ImageInput, RegistryConfig, TurnEnd, WorkspaceRuntime};
-use crate::scripted_model::RequestKind;
+use crate::runtime::{AgentRuntime, CompactRequest, ImageInput, RegistryConfig, RuntimeChoice, TurnEnd, WorkspaceRuntime};
+use crate::scripted_model::{HoldRule, RequestKind};
 use crate::toolbox::gateway::{fixture, GrantScope, DEFAULT_GRANT_TTL, FORBIDDEN_SENTENCE};
 
 use super::kit;
@@ -18,6 +19,10 @@ use super::{ms, CheckError, PromptError, Figure, ReportBuilder};
 
 /// Bound on the gateway's answer to the caller check.
 const CALLER_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// From cancelling a turn held at the model until it ends, and until its model request is dropped.
+pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(15);
+/// What the cancelled turn's prompt says, so the model server holds it and nothing else.
+const CANCEL_PROMPT: &str = "Read marker.txt slowly (SELFTEST_CANCEL_ME).";
 
 /// One finished (or failed) run.
 struct RunResult {
@@ -69,8 +74,11 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
                     }
                 }
                 // Images only in wave 1: wave 2 must not need them to continue.
-                let image = (ctx.full_seed() && wave == 0).then(|| images[p].clone());
-                runs.push(one_run(facade.clone(), p, format!("project-{p}-{c}"), request_id, wave, image));
+                let image = (ctx.full_seed() && ctx.takes_images() && wave == 0).then(|| images[p].clone());
+                let conversation = format!("project-{p}-{c}");
+                // As the app does: a conversation continues the native session stored for it.
+                let stored = sessions.get(&conversation).cloned();
+                runs.push(one_run(facade.clone(), p, conversation, request_id, wave, image, stored));
             }
         }
         let results = futures::future::join_all(runs).await;
@@ -106,11 +114,66 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     );
 
     if ctx.full_seed() {
-        verify_images(report, &requests, &wave0_requests, &images);
+        if ctx.takes_images() {
+            verify_images(report, &requests, &wave0_requests, &images);
+        }
         verify_mcp(ctx, report, &grant_tags);
         verify_callers(ctx, report).await;
     }
 
+    ctx.progress.report("cancel", "Cancelling a turn while its model request is held.");
+    cancel_held_turn(ctx, report).await;
+    // An ACP agent compacts on its own terms (there is no protocol request for it).
+    if ctx.runtime == RuntimeChoice::OpenCode {
+        compact_every_project(ctx, report, &sessions).await;
+    }
+
+    ctx.progress.report("runtime", "Checking the one runtime behind every project.");
+    verify_runtime(ctx, report).await;
+    Ok(())
+}
+
+/// A turn held at the model is cancelled: it ends as cancelled within [`CANCEL_TIMEOUT`], the
+/// runtime drops its model request, and the conversation answers its next prompt.
+async fn cancel_held_turn(ctx: &Ctx, report: &mut ReportBuilder) {
+    let facade = &ctx.facades[0];
+    let conversation = "project-0-cancel";
+    let hold = ctx.model.hold(HoldRule::kind(RequestKind::Agent).with_predicate(|r| r.last_user_text().contains("SELFTEST_CANCEL_ME")));
+    let cancel = CancellationToken::new();
+    let request = kit::run_request(conversation, CANCEL_PROMPT, facade.space());
+    let run = {
+        let (facade, cancel) = (facade.clone(), cancel.clone());
+        tokio::spawn(async move { kit::run_to_end(&*facade, request, cancel, RUN_TIMEOUT).await })
+    };
+    let held = hold.wait_until_held(1, RUN_TIMEOUT).await;
+    let asked = std::time::Instant::now();
+    cancel.cancel();
+    let ended = tokio::time::timeout(CANCEL_TIMEOUT, run).await;
+    let took = asked.elapsed();
+    let dropped = kit::wait_until(CANCEL_TIMEOUT, || async { hold.held_count() == 0 }).await;
+    hold.release();
+    let (ok, detail) = match ended {
+        Ok(Ok(Ok(f))) if f.end == TurnEnd::Cancelled && held && dropped => (true, format!("cancelled in {:.0} ms; the model request was dropped", ms(took))),
+        Ok(Ok(Ok(f))) => (false, format!("held {held}, ended {:?}, model request dropped {dropped}", f.end)),
+        Ok(Ok(Err(e))) => (false, e.to_string()),
+        Ok(Err(e)) => (false, e.to_string()),
+        Err(_) => (false, format!("the turn did not end within {} s of the cancel", CANCEL_TIMEOUT.as_secs())),
+    };
+    report.figure(Figure::value("cancel of a held turn", "ms", ms(took)));
+    if !report.check("A cancelled turn ends at once and its model request is dropped", ok, detail) {
+        return;
+    }
+    let next = kit::run_request(conversation, "Read marker.txt after the cancel.", facade.space());
+    let again = kit::run_to_end(&**facade, next, CancellationToken::new(), RUN_TIMEOUT).await;
+    let (ok, detail) = match &again {
+        Ok(f) if f.done_text() == Some(marker(0).as_str()) => (true, format!("answered {} in {:.0} ms", marker(0), ms(f.took))),
+        Ok(f) => (false, format!("ended {:?}", f.end)),
+        Err(e) => (false, e.to_string()),
+    };
+    report.check("The conversation answers again after the cancel", ok, detail);
+}
+
+async fn compact_every_project(ctx: &Ctx, report: &mut ReportBuilder, sessions: &HashMap<String, String>) {
     ctx.progress.report("compaction", "Compacting every project's first conversation.");
     let mut failures = Vec::new();
     for (i, facade) in ctx.facades.iter().enumerate() {
@@ -139,10 +202,6 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             failures.join("; ")
         },
     );
-
-    ctx.progress.report("runtime", "Checking the one runtime behind every project.");
-    verify_runtime(ctx, report).await;
-    Ok(())
 }
 
 /// One run through the facade, bounded by [`RUN_TIMEOUT`]; errors are results, not panics.
@@ -153,9 +212,11 @@ async fn one_run(
     request_id: String,
     wave: usize,
     image: Option<Vec<u8>>,
+    native_session: Option<String>,
 ) -> RunResult {
     let mut request = kit::run_request(&conversation, &format!("Read marker.txt for wave {wave}. REQUEST_{request_id}"), facade.space());
     request.request_id = request_id.clone();
+    request.native_session = native_session;
     request.images = image
         .map(|bytes| vec![ImageInput { name: format!("project-{project}.png"), media_type: "image/png".into(), bytes: Arc::new(bytes) }])
         .unwrap_or_default();
@@ -204,7 +265,7 @@ fn verify_wave(
         if !f.tools.iter().any(|(t, out)| t == "read" && out.contains(&own)) {
             no_read.push(r.conversation.clone());
         }
-        if ctx.full_seed() && !f.tools.iter().any(|(t, out)| t == "skill" && out.contains(SKILL_CANARY)) {
+        if ctx.full_seed() && ctx.is_opencode() && !f.tools.iter().any(|(t, out)| t == "skill" && out.contains(SKILL_CANARY)) {
             no_skill.push(r.conversation.clone());
         }
         if wave == 0 {
@@ -224,7 +285,7 @@ fn verify_wave(
         errors.is_empty() && no_read.is_empty(),
         if no_read.is_empty() { "read output holds the project's marker".into() } else { format!("not read in {no_read:?}") },
     );
-    if ctx.full_seed() {
+    if ctx.full_seed() && ctx.is_opencode() {
         report.check(
             &format!("Wave {n}: the skill loaded in every run"),
             errors.is_empty() && no_skill.is_empty(),
@@ -241,7 +302,8 @@ fn verify_wave(
     report.figure_opt(Figure::distribution(format!("wave {n} run latency"), "ms", &latencies));
 }
 
-/// Each wave-1 request's image reached every model call of that request, and no other image did.
+/// Each wave-1 request's image reached every agent call of that request, and no other image
+/// reached any of its calls.
 fn verify_images(
     report: &mut ReportBuilder,
     requests: &[crate::scripted_model::ObservedRequest],
@@ -258,7 +320,8 @@ fn verify_images(
         }
         calls += seen.len();
         for r in seen {
-            if !r.contains_text(&encoded[*p]) {
+            // A title request carries the prompt's text only; the agent's own calls carry all of it.
+            if r.kind == RequestKind::Agent && !r.contains_text(&encoded[*p]) {
                 problems.push(format!("request {request_id}: its own image is missing"));
             }
             if encoded.iter().enumerate().any(|(q, img)| q != *p && r.contains_text(img)) {
@@ -356,13 +419,15 @@ async fn verify_runtime(ctx: &Ctx, report: &mut ReportBuilder) {
         format!("{} facades, owners {owners:?}, manager capacity {}", ctx.facades.len(), super::reuse::MANAGER_CAPACITY),
     );
     let created = ctx.runtimes.runtime_count();
-    let launches = ctx.runtime.launches();
+    let status = ctx.process.status();
+    // A recycle replaces the idle process on purpose (memory past its bound); any other launch
+    // would be a restart after a death, or a second process.
+    let (launches, recycles) = (status.launches, status.recycles);
     report.check(
         "One runtime launch",
-        created == 1 && launches == 1,
-        format!("{created} runtime created, launched {launches} time(s)"),
+        created == 1 && launches == 1 + recycles,
+        format!("{created} runtime created, launched {launches} time(s), {recycles} of them to give memory back"),
     );
-    let status = ctx.runtime.status();
     let warm = RegistryConfig::default().max_warm_instances;
     report.check(
         "Idle project instances bounded inside the runtime",

@@ -1,5 +1,6 @@
-//! The self-test: the reuse check, then the isolation check, as one report. The same function runs
-//! behind the panel's button, `hearth selftest` and CI. Only one runs at a time in a process: two
+//! The self-test: for each runtime asked for (OpenCode's server, its ACP agent, Claude Code…), the
+//! reuse check, then the isolation check, as one report. The same function runs behind the
+//! panel's button, `hearth selftest` and CI. Only one runs at a time in a process: two
 //! would compete for the same cores and make each other's figures meaningless.
 
 use std::path::PathBuf;
@@ -9,7 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use super::isolation::{run_isolation_check, IsolationOptions};
-use super::reuse::{run_reuse, ReuseOptions};
+use crate::acp::agents::AgentSearch;
+use crate::runtime::RuntimeChoice;
+use super::reuse::{run_reuse_check, ReuseOptions};
 use super::{ms, CheckReport, Progress, ProgressSink};
 
 /// Hearth's version, as the report shows it.
@@ -25,8 +28,15 @@ pub struct SelftestOptions {
     pub rg_dir: Option<PathBuf>,
     /// Command line of the fixture MCP server (the app: `[current_exe, "mcp-fixture"]`).
     pub fixture_command: Vec<String>,
+    /// Command line of Hearth's stdio bridge to the gateway (the app: `[current_exe,
+    /// "mcp-bridge"]`), for agents that take MCP servers over stdio only.
+    pub bridge_command: Option<Vec<String>>,
     /// Where the sandboxes are created (the system temporary folder when `None`).
     pub sandbox_parent: Option<PathBuf>,
+    /// The runtimes to check, in order (see [`super::choice::checkable`]).
+    pub runtimes: Vec<RuntimeChoice>,
+    /// Where agents other than OpenCode are found.
+    pub agents: AgentSearch,
 }
 
 /// The whole self-test, for the results table, the JSON export and the CLI. Holds no secrets.
@@ -36,14 +46,24 @@ pub struct SelftestReport {
     /// Every check ran to its end and passed.
     pub passed: bool,
     pub cancelled: bool,
-    /// In order: reuse, then isolation (absent when cancelled before it).
+    /// Per runtime, in order: reuse, then isolation (absent when cancelled before it).
     pub checks: Vec<CheckReport>,
+    /// Runtimes asked for that could not be checked here, each with why.
+    pub skipped: Vec<SkippedRuntime>,
     /// UTC, RFC 3339 (`2025-05-01T12:00:00Z`).
     pub started_at: String,
     pub duration_ms: f64,
     pub hearth_version: String,
     /// What the runtime reported; `None` when it never started.
     pub runtime_version: Option<String>,
+}
+
+/// A runtime the self-test was asked to check but could not, and why: it counts as not passed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedRuntime {
+    pub runtime: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,25 +107,50 @@ pub async fn run_selftest(
     let _guard = SelftestGuard::acquire()?;
     let started_at = rfc3339_utc(SystemTime::now());
     let started = Instant::now();
-    let reuse_opts = ReuseOptions {
-        runtime_binary: opts.runtime_binary.clone(),
-        rg_dir: opts.rg_dir.clone(),
-        projects: opts.projects,
-        sandbox_parent: opts.sandbox_parent.clone(),
-        fixture_command: opts.fixture_command.clone(),
-    };
-    let (reuse, runtime_version) = run_reuse(reuse_opts, prefixed(&progress, "reuse"), cancel.clone()).await;
-    let mut checks = vec![reuse];
-    if !cancel.is_cancelled() {
-        let mut iso = IsolationOptions::new(opts.runtime_binary, opts.rg_dir, opts.corpus_mib);
-        iso.sandbox_parent = opts.sandbox_parent;
-        checks.push(run_isolation_check(iso, prefixed(&progress, "isolation"), cancel.clone()).await);
+    let mut checks = Vec::new();
+    let mut skipped = Vec::new();
+    let mut runtime_version = None;
+    for runtime in &opts.runtimes {
+        if cancel.is_cancelled() {
+            break;
+        }
+        if let Some(reason) = super::choice::unavailable(runtime, &opts.agents) {
+            skipped.push(SkippedRuntime { runtime: super::choice::label(runtime), reason });
+            continue;
+        }
+        let reuse_opts = ReuseOptions {
+            runtime_binary: opts.runtime_binary.clone(),
+            rg_dir: opts.rg_dir.clone(),
+            projects: opts.projects,
+            sandbox_parent: opts.sandbox_parent.clone(),
+            fixture_command: opts.fixture_command.clone(),
+            runtime: runtime.clone(),
+            agents: opts.agents.clone(),
+            bridge_command: opts.bridge_command.clone(),
+            transport: Default::default(),
+        };
+        let reuse = run_reuse_check(reuse_opts, prefixed(&progress, runtime, "reuse"), cancel.clone()).await;
+        // The header names OpenCode's version (the server and `opencode acp` are one binary).
+        if runtime_version.is_none() && super::choice::is_opencode(runtime) {
+            runtime_version = reuse.runtime_version.clone();
+        }
+        checks.push(reuse);
+        if cancel.is_cancelled() {
+            break;
+        }
+        let mut iso = IsolationOptions::new(opts.runtime_binary.clone(), opts.rg_dir.clone(), opts.corpus_mib);
+        iso.sandbox_parent = opts.sandbox_parent.clone();
+        iso.runtime = runtime.clone();
+        iso.agents = opts.agents.clone();
+        checks.push(run_isolation_check(iso, prefixed(&progress, runtime, "isolation"), cancel.clone()).await);
     }
     let cancelled = cancel.is_cancelled() || checks.iter().any(|c| c.cancelled);
+    let ran_all = checks.len() == 2 * (opts.runtimes.len() - skipped.len()) && !checks.is_empty();
     Ok(SelftestReport {
-        passed: !cancelled && checks.len() == 2 && checks.iter().all(|c| c.passed),
+        passed: !cancelled && ran_all && skipped.is_empty() && checks.iter().all(|c| c.passed),
         cancelled,
         checks,
+        skipped,
         started_at,
         duration_ms: ms(started.elapsed()),
         hearth_version: HEARTH_VERSION.into(),
@@ -133,13 +178,22 @@ impl SelftestReport {
         for check in &self.checks {
             out.push_str(&check.to_text());
         }
+        for s in &self.skipped {
+            out.push_str(&format!("{}: NOT CHECKED — {}\n", s.runtime, s.reason));
+        }
         out
     }
 }
 
-fn prefixed(progress: &ProgressSink, check: &'static str) -> ProgressSink {
+/// Steps are `reuse.launch`, `isolation.held`… for OpenCode's server (the first runtime checked),
+/// and prefixed by the runtime for the others (`acp:opencode/reuse.launch`).
+fn prefixed(progress: &ProgressSink, runtime: &RuntimeChoice, check: &'static str) -> ProgressSink {
     let inner = progress.clone();
-    ProgressSink::new(move |p: Progress| inner.report(&format!("{check}.{}", p.step), p.detail))
+    let prefix = match runtime {
+        RuntimeChoice::OpenCode => check.to_string(),
+        other => format!("{}/{check}", other.as_stored()),
+    };
+    ProgressSink::new(move |p: Progress| inner.report(&format!("{prefix}.{}", p.step), p.detail))
 }
 
 /// `time` as UTC RFC 3339 to the second (no date crate for one line of the report).
@@ -187,6 +241,7 @@ mod tests {
             passed: false,
             cancelled: true,
             checks: vec![],
+            skipped: vec![],
             started_at: "1970-01-01T00:00:00Z".into(),
             duration_ms: 1500.0,
             hearth_version: HEARTH_VERSION.into(),

@@ -5,6 +5,7 @@
 pub mod child;
 pub mod clock;
 pub mod logging;
+pub mod output_tail;
 pub mod paths;
 pub mod peer;
 pub mod procinfo;

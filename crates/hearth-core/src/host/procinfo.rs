@@ -24,6 +24,20 @@ pub fn rss_bytes(pid: u32) -> io::Result<u64> {
     Ok(parse_vm_rss_kib(&status).unwrap_or(0) * BYTES_PER_KIB)
 }
 
+/// The direct children of `pid`, from `/proc/<pid>/task/*/children` (each thread lists the
+/// children it forked); empty when `pid` is gone.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut found: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| list.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// Every live descendant of `pid` (children, grandchildren, …), found by parent links in
 /// `/proc/*/stat`: works without `CONFIG_PROC_CHILDREN`.
 pub fn descendants(pid: u32) -> io::Result<Vec<u32>> {
@@ -52,6 +66,21 @@ pub fn descendants(pid: u32) -> io::Result<Vec<u32>> {
 
 /// Is `pid` a live process? A zombie counts as gone: it holds no memory and nobody may reap it
 /// (PID 1 on some machines does not).
+/// Whether process `pid` runs `command` (its executable is `command[0]`, resolved, and its
+/// arguments are the rest), as `/proc` shows it.
+pub fn runs_command(pid: u32, command: &[String]) -> bool {
+    let Some((program, args)) = command.split_first() else { return false };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+    let wanted = std::fs::canonicalize(program);
+    let (Ok(exe), Ok(wanted)) = (exe, wanted) else { return false };
+    if exe != wanted {
+        return false;
+    }
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let argv: Vec<&[u8]> = raw.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+    argv.len() == args.len() + 1 && argv[1..].iter().zip(args).all(|(a, b)| *a == b.as_bytes())
+}
+
 pub fn is_running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))

@@ -15,14 +15,13 @@ use crate::runtime::RuntimeKey;
 /// Context window and output limit given to OpenCode for profiles that do not say otherwise.
 pub const DEFAULT_CONTEXT_TOKENS: u64 = 128_000;
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 8_192;
-/// The one npm provider package used for OpenAI chat-completions endpoints (bundled in OpenCode).
+/// The npm provider package OpenCode uses for OpenAI chat-completions endpoints (bundled in it).
 pub const OPENAI_COMPATIBLE_NPM: &str = "@ai-sdk/openai-compatible";
+/// The npm provider package OpenCode uses for Anthropic Messages endpoints (bundled in it).
+pub const ANTHROPIC_NPM: &str = "@ai-sdk/anthropic";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, specta::Type)]
-#[serde(rename_all = "camelCase")]
-pub enum Protocol {
-    OpenAiChatCompletions,
-}
+/// The API a profile's endpoint speaks (the store's type: one name for one meaning).
+pub use crate::store::ModelProtocol as Protocol;
 
 /// How a profile authenticates. The key itself is a secret: it is never serialised to the UI.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -173,12 +172,17 @@ impl RuntimeConfig {
                 Authentication::ApiKey(_) => format!("{{file:{}}}", Self::key_file(secrets_dir, p).display()),
             };
             let input: Vec<&str> = if p.image_input { vec!["text", "image"] } else { vec!["text"] };
+            // OpenCode's Anthropic provider wants the `/v1` base; a chat-completions one the URL as given.
+            let (npm, base_url) = match p.protocol {
+                Protocol::OpenAiChatCompletions => (OPENAI_COMPATIBLE_NPM, p.base_url.clone()),
+                Protocol::AnthropicMessages => (ANTHROPIC_NPM, format!("{}/v1", crate::store::anthropic_root(&p.base_url))),
+            };
             providers.insert(
                 p.provider_id(),
                 json!({
-                    "npm": OPENAI_COMPATIBLE_NPM,
+                    "npm": npm,
                     "name": p.name,
-                    "options": { "baseURL": p.base_url, "apiKey": api_key },
+                    "options": { "baseURL": base_url, "apiKey": api_key },
                     "models": { p.model.clone(): {
                         "name": p.model,
                         "tool_call": true,

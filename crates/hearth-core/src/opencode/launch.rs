@@ -6,25 +6,22 @@
 //! A watcher reaps it the moment it exits, so a death is known at once (see [`Server::exited`]).
 //! It loads Hearth's guard plugin first (`guard.rs`), and no configuration or code of the project's.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+use crate::host::output_tail::MAX_LINE_BYTES;
 use tokio::process::Command;
 use tokio::sync::watch;
 
 /// How long the server may take to print its URL (3.5–5.5 s seen; up to 8 s under load).
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(45);
-/// Bytes of the runtime's stdout/stderr kept for error messages.
-pub const OUTPUT_TAIL_BYTES: usize = 8 * 1024;
 /// After a failed start, time for the output pumps to read what the process printed last.
 const OUTPUT_DRAIN: Duration = Duration::from_millis(50);
-/// Longest output line read; longer lines are cut.
-pub const MAX_LINE_BYTES: usize = 16 * 1024;
-const LISTEN_PREFIX: &str = "opencode server listening on ";
+pub const LISTEN_PREFIX: &str = "opencode server listening on ";
 
 /// The runtime's Basic-auth credentials and its configuration text, by environment variable.
 pub const PASSWORD_ENV: &str = "OPENCODE_SERVER_PASSWORD";
@@ -33,17 +30,17 @@ pub const CONFIG_ENV: &str = "OPENCODE_CONFIG_CONTENT";
 /// Off: the project's `opencode.json` and `.opencode/` (plugins, tools, agents, commands) and its
 /// instruction files; a project can come from anywhere, and its plugins would run inside the
 /// runtime. The guard hands `AGENTS.md` back (see `guard.rs`).
-const PROJECT_CONFIG_ENV: (&str, &str) = ("OPENCODE_DISABLE_PROJECT_CONFIG", "1");
+pub const PROJECT_CONFIG_ENV: (&str, &str) = ("OPENCODE_DISABLE_PROJECT_CONFIG", "1");
 /// Where under the root the runtime finds code besides its configuration's `plugin` list (its
 /// global config folder and `~/.opencode`): emptied at every launch, since the agent's shell can
 /// write there (the guard refuses such code once it is loaded).
-const CODE_FOLDERS: &[&str] = &["config", "home/.opencode"];
+pub const CODE_FOLDERS: &[&str] = &["config", "home/.opencode"];
 /// Where under the root the guard plugin is written.
-const GUARD_DIR: &str = "guard";
+pub const GUARD_DIR: &str = "guard";
 
 /// Environment switches that keep the runtime offline and quiet; each was checked against the pinned
 /// version with no outside connection.
-const OFFLINE_ENV: &[(&str, &str)] = &[
+pub const OFFLINE_ENV: &[(&str, &str)] = &[
     ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
     ("OPENCODE_DISABLE_SHARE", "1"),
@@ -65,6 +62,9 @@ pub enum LaunchError {
     Exited { status: String, tail: String },
     #[error("The runtime did not report a listening address within {secs} s. Its last output: {tail}")]
     NoUrl { secs: u64, tail: String },
+    /// A runtime on another host could not be reached, staged or started there.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 /// What to launch.
@@ -85,35 +85,43 @@ pub struct LaunchSpec {
     pub records_dir: Option<PathBuf>,
 }
 
-/// The bounded tail of the runtime's output.
-#[derive(Debug, Default)]
-pub struct OutputTail(Mutex<VecDeque<u8>>);
+pub use crate::host::output_tail::OutputTail;
 
-impl OutputTail {
-    fn push_line(&self, line: &str) {
-        let mut buf = self.0.lock().unwrap();
-        buf.extend(line.as_bytes().iter().take(MAX_LINE_BYTES));
-        buf.push_back(b'\n');
-        let excess = buf.len().saturating_sub(OUTPUT_TAIL_BYTES);
-        buf.drain(..excess);
-    }
+/// What stops a runtime that runs elsewhere (on another host, behind its keeper).
+#[async_trait::async_trait]
+pub trait Stopper: Send + Sync {
+    async fn stop(&self);
+}
 
-    pub fn text(&self) -> String {
-        let buf = self.0.lock().unwrap();
-        let bytes: Vec<u8> = buf.iter().copied().collect();
-        crate::binaries::executable::tail(&bytes, OUTPUT_TAIL_BYTES)
-    }
+/// Where a running server is, beyond its address.
+pub enum Owner {
+    /// A child of Hearth, recorded for the start-up sweep in `records_dir`.
+    Local { records_dir: Option<PathBuf> },
+    /// On another host: its pid is the host's, and `stopper` stops it there.
+    Remote(RemoteServer),
+}
+
+/// What Hearth knows of a runtime on another host.
+#[derive(Clone)]
+pub struct RemoteServer {
+    pub host: String,
+    /// The local ssh process that carries its connections (the gateway serves it for the runtime).
+    pub link_pid: u32,
+    /// The keeper's last report of the runtime's memory: (bytes, processes).
+    pub stats: Arc<std::sync::Mutex<Option<(u64, u32)>>>,
+    pub stopper: Arc<dyn Stopper>,
 }
 
 /// A running `opencode serve`.
 pub struct Server {
+    /// The runtime's pid (on its host, for a remote one).
     pub pid: u32,
-    /// `http://127.0.0.1:PORT` — carries no credentials.
+    /// `http://127.0.0.1:PORT` — carries no credentials (a local forward, for a remote one).
     pub base_url: String,
     pub password: String,
     pub started: Instant,
     pub tail: Arc<OutputTail>,
-    records_dir: Option<PathBuf>,
+    pub owner: Owner,
     /// How the process ended, once it has (set by the watcher that reaps it).
     exit: watch::Receiver<Option<String>>,
 }
@@ -142,15 +150,32 @@ impl Server {
         status
     }
 
+    /// A server Hearth knows of through `exit` (a runtime on another host, told by its keeper).
+    pub fn remote(pid: u32, base_url: String, password: String, tail: Arc<OutputTail>, remote: RemoteServer, exit: watch::Receiver<Option<String>>) -> Self {
+        Self { pid, base_url, password, started: Instant::now(), tail, owner: Owner::Remote(remote), exit }
+    }
+
+    pub fn remote_info(&self) -> Option<&RemoteServer> {
+        match &self.owner {
+            Owner::Remote(r) => Some(r),
+            Owner::Local { .. } => None,
+        }
+    }
+
     /// SIGTERM the whole group, then SIGKILL it (see [`crate::host::child::stop_group`]). Leaves no
-    /// process behind, and forgets the process's record.
+    /// process behind, and forgets the process's record. A remote runtime is stopped by its keeper.
     pub async fn stop(&self) {
-        crate::host::child::stop_group(self.pid, async {
-            self.wait_exit().await;
-        })
-        .await;
-        if let Some(dir) = &self.records_dir {
-            crate::host::records::remove(dir, self.pid);
+        match &self.owner {
+            Owner::Local { records_dir } => {
+                crate::host::child::stop_group(self.pid, async {
+                    self.wait_exit().await;
+                })
+                .await;
+                if let Some(dir) = records_dir {
+                    crate::host::records::remove(dir, self.pid);
+                }
+            }
+            Owner::Remote(remote) => remote.stopper.stop().await,
         }
     }
 }
@@ -205,31 +230,63 @@ fn build_command(spec: &LaunchSpec, config: &serde_json::Value, password: &str) 
     cmd.args(["serve", "--hostname", "127.0.0.1", "--port", "0"])
         .current_dir(&spec.root)
         .env_clear()
+        .envs(environment(spec, config, password))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     crate::host::child::contain(&mut cmd);
+    cmd
+}
+
+/// The runtime's whole environment (it starts from an empty one): PATH with `rg` first, the
+/// private root's folders, the API password, the configuration and the offline switches.
+fn environment(spec: &LaunchSpec, config: &serde_json::Value, password: &str) -> Vec<(String, String)> {
+    let mut env = Vec::new();
     let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect::<Vec<_>>();
     if let Some(rg) = &spec.rg_dir {
         path.insert(0, rg.clone());
     }
     if let Ok(joined) = std::env::join_paths(path) {
-        cmd.env("PATH", joined);
+        env.push(("PATH".to_string(), joined.to_string_lossy().into_owned()));
     }
     let r = &spec.root;
-    cmd.env("HOME", r.join("home"))
-        .env("TMPDIR", r.join("tmp"))
-        .env("XDG_DATA_HOME", r.join("data"))
-        .env("XDG_CONFIG_HOME", r.join("config"))
-        .env("XDG_STATE_HOME", r.join("state"))
-        .env("XDG_CACHE_HOME", r.join("cache"))
-        .env(PASSWORD_ENV, password)
-        .env(USERNAME_ENV, USERNAME)
-        .env(CONFIG_ENV, config.to_string());
-    for (k, v) in OFFLINE_ENV.iter().chain([&PROJECT_CONFIG_ENV]) {
-        cmd.env(k, v);
+    for (var, sub) in [("HOME", "home"), ("TMPDIR", "tmp"), ("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")] {
+        env.push((var.to_string(), r.join(sub).display().to_string()));
     }
-    cmd
+    env.push((PASSWORD_ENV.to_string(), password.to_string()));
+    env.push((USERNAME_ENV.to_string(), USERNAME.to_string()));
+    env.push((CONFIG_ENV.to_string(), config.to_string()));
+    for (k, v) in OFFLINE_ENV.iter().chain([&PROJECT_CONFIG_ENV]) {
+        env.push((k.to_string(), v.to_string()));
+    }
+    env
+}
+
+/// The arguments and environment of `opencode acp` for `config`, with `root` prepared as for the
+/// server (guard first among the plugins, code folders emptied, keys in 0600 files). Its internal
+/// HTTP server gets a password nobody is told, so the agent's shell cannot use it either.
+pub fn prepare_acp(config: &super::config::RuntimeConfig, root: &Path) -> Result<(Vec<String>, Vec<(String, String)>), LaunchError> {
+    let secrets = root.join("secrets");
+    let secret_files = config
+        .profiles
+        .iter()
+        .filter_map(|p| match &p.authentication {
+            super::config::Authentication::ApiKey(k) => Some((super::config::RuntimeConfig::key_file(&secrets, p), k.clone())),
+            super::config::Authentication::None => None,
+        })
+        .collect();
+    let spec = LaunchSpec {
+        binary: config.binary.clone(),
+        rg_dir: config.rg_dir.clone(),
+        root: root.to_path_buf(),
+        config: config.to_opencode_json(&secrets),
+        plugins: config.plugins.clone(),
+        secret_files,
+        listen_timeout: LISTEN_TIMEOUT,
+        records_dir: None,
+    };
+    let config = prepare_root(&spec)?;
+    Ok((vec!["acp".to_string()], environment(&spec, &config, &random_password())))
 }
 
 fn random_password() -> String {
@@ -266,7 +323,7 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
         password,
         started: Instant::now(),
         tail,
-        records_dir: spec.records_dir.clone(),
+        owner: Owner::Local { records_dir: spec.records_dir.clone() },
         exit,
     };
     let outcome = tokio::select! {
@@ -431,15 +488,5 @@ mod tests {
         assert!(t0.elapsed() >= crate::host::child::STOP_GRACE - Duration::from_millis(100));
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!alive(server.pid) && !alive(gc), "group not killed");
-    }
-
-    #[test]
-    fn tail_is_bounded() {
-        let t = OutputTail::default();
-        for i in 0..10_000 {
-            t.push_line(&format!("line {i}"));
-        }
-        let text = t.text();
-        assert!(text.len() <= OUTPUT_TAIL_BYTES && text.ends_with("line 9999"), "{}", text.len());
     }
 }

@@ -11,6 +11,7 @@ pub mod prompt;
 mod run;
 pub mod runtime;
 mod server;
+pub use server::Place;
 pub mod sessions;
 pub mod turn;
 pub mod wire;

@@ -56,7 +56,9 @@ fn api_failed(what: &str, e: &ApiError) -> TurnEnd {
 
 /// Everything up to the prompt going out, then the watch.
 async fn start(rt: &Arc<Shared>, request: &RunRequest, hooks: Option<&dyn RunHooks>, cancel: &CancellationToken, out: &Sink) -> TurnEnd {
-    if !request.space.root.is_dir() {
+    // A folder on another host was checked there when the project was added; the runtime there
+    // says if it is gone.
+    if request.space.is_local() && !request.space.root.is_dir() {
         return failed(
             FailureKind::ProjectMissing,
             format!("The project folder {} is gone (moved or deleted); the message was not sent.", request.space.root.display()),

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ApiError, Client};
 use super::config::RuntimeConfig;
 use super::event_hub::Subscription;
-use super::server::ServerSlot;
+use super::server::{Place, ServerInfo as ServerInfoView, ServerSlot};
 use super::sessions::Sessions;
 use super::turn::MAX_PROVIDER_RETRIES;
 use super::{compaction, run, wire};
@@ -63,8 +63,13 @@ impl OpenCodeRuntime {
     /// `root` is the runtime's private folder (its HOME, database and config live there). Nothing
     /// starts until the first call that needs the process.
     pub fn new(config: RuntimeConfig, root: PathBuf, host: RuntimeHost) -> Self {
+        Self::placed(config, root, host, Place::Local)
+    }
+
+    /// A runtime that runs where `place` says (on a host: see `remote/`).
+    pub fn placed(config: RuntimeConfig, root: PathBuf, host: RuntimeHost, place: Place) -> Self {
         Self(Arc::new(Shared {
-            server: ServerSlot::new(Arc::new(config), root, host),
+            server: ServerSlot::new(Arc::new(config), root, host, place),
             sessions: Sessions::default(),
             active_runs: Arc::new(AtomicU32::new(0)),
             max_retries: MAX_PROVIDER_RETRIES,
@@ -176,10 +181,12 @@ impl AgentRuntime for OpenCodeRuntime {
             url: info.as_ref().map(|i| i.url.clone()),
             version: info.as_ref().map(|i| i.version.clone()),
             launches: rt.server.launches(),
+            recycles: rt.server.recycles(),
             last_exit: rt.server.last_exit(),
             active_runs: rt.active_runs.load(Ordering::SeqCst),
             open_instances: rt.sessions.open_instances(),
-            uptime_ms: info.map(|i| i.started.elapsed().as_millis() as u64),
+            uptime_ms: info.as_ref().map(|i| i.started.elapsed().as_millis() as u64),
+            host: info.as_ref().and_then(|i| i.remote.as_ref()).map(|r| r.host.clone()),
         }
     }
 
@@ -190,6 +197,10 @@ impl AgentRuntime for OpenCodeRuntime {
 
 #[async_trait::async_trait]
 impl ProcessRuntime for OpenCodeRuntime {
+    async fn start(&self) -> Result<(), RuntimeError> {
+        self.client().await.map(|_| ())
+    }
+
     /// Skipped while a run uses the directory: it will be idle again later.
     async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
         let directory = space.root_str();
@@ -203,6 +214,33 @@ impl ProcessRuntime for OpenCodeRuntime {
         }
         self.0.sessions.instance_closed(directory);
         Ok(())
+    }
+
+    /// A runtime on another host is not replaced: its memory is the host's, and its link costs a
+    /// launch a few seconds more than here.
+    async fn recycle(&self) -> Result<bool, RuntimeError> {
+        if matches!(self.0.server.place(), Place::Remote(_)) {
+            return Ok(false);
+        }
+        self.0.server.recycle(|| self.0.sessions.all_instances_closed()).await
+    }
+
+    /// On another host, what its keeper last reported of the runtime's group.
+    fn memory_bytes(&self) -> Option<u64> {
+        let info = self.0.server.info()?;
+        match &info.remote {
+            Some(remote) => remote.stats.lock().unwrap_or_else(|p| p.into_inner()).map(|(bytes, _)| bytes),
+            None => crate::host::procinfo::tree_rss(info.pid).ok().map(|t| t.bytes),
+        }
+    }
+
+    /// On another host, the local ssh process that carries the runtime's connections.
+    fn gateway_callers(&self) -> Vec<u32> {
+        match self.0.server.info() {
+            Some(ServerInfoView { remote: Some(remote), .. }) => vec![remote.link_pid],
+            Some(info) => vec![info.pid],
+            None => vec![],
+        }
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -44,12 +44,23 @@ pub(super) struct Live {
 }
 
 /// What the status shows of the running process.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(super) struct ServerInfo {
     pub pid: u32,
     pub url: String,
     pub version: String,
     pub started: Instant,
+    /// Set for a runtime on another host.
+    pub remote: Option<super::launch::RemoteServer>,
+}
+
+/// Where the runtime runs.
+#[derive(Clone, Debug)]
+pub enum Place {
+    /// A child of Hearth on this machine.
+    Local,
+    /// On a host, over an ssh link (see `remote/`).
+    Remote(crate::remote::launch::RemotePlace),
 }
 
 /// At most one live process, started lazily and again after it died.
@@ -57,24 +68,28 @@ pub(super) struct ServerSlot {
     config: Arc<RuntimeConfig>,
     host: RuntimeHost,
     root: PathBuf,
+    place: Place,
     live: tokio::sync::Mutex<Option<Arc<Live>>>,
     /// The live process as status reads see it (they must not wait for a launch in progress).
     info: Mutex<Option<ServerInfo>>,
     launches: AtomicU32,
+    recycles: AtomicU32,
     /// How the last process ended when nobody asked it to.
     last_exit: Mutex<Option<String>>,
     disposed: AtomicBool,
 }
 
 impl ServerSlot {
-    pub fn new(config: Arc<RuntimeConfig>, root: PathBuf, host: RuntimeHost) -> Self {
+    pub fn new(config: Arc<RuntimeConfig>, root: PathBuf, host: RuntimeHost, place: Place) -> Self {
         Self {
             config,
             host,
             root,
+            place,
             live: tokio::sync::Mutex::new(None),
             info: Mutex::new(None),
             launches: AtomicU32::new(0),
+            recycles: AtomicU32::new(0),
             last_exit: Mutex::new(None),
             disposed: AtomicBool::new(false),
         }
@@ -82,6 +97,10 @@ impl ServerSlot {
 
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
+    }
+
+    pub fn place(&self) -> &Place {
+        &self.place
     }
 
     pub fn host(&self) -> &RuntimeHost {
@@ -128,6 +147,11 @@ impl ServerSlot {
                 }
             }
         }
+        self.launch_into(&mut guard).await
+    }
+
+    /// Start a process into the (locked, empty) slot.
+    async fn launch_into(&self, guard: &mut Option<Arc<Live>>) -> Result<Arc<Live>, RuntimeError> {
         let live = Arc::new(self.start().await?);
         if self.disposed.load(Ordering::SeqCst) {
             // Disposed while it started: it must not outlive the dispose.
@@ -140,9 +164,41 @@ impl ServerSlot {
             url: live.server.base_url.clone(),
             version: live.version.clone(),
             started: live.server.started,
+            remote: live.server.remote_info().cloned(),
         });
         *guard = Some(live.clone());
         Ok(live)
+    }
+
+    /// Replace the live process with a fresh one, if one runs and nothing uses it. The slot stays
+    /// locked for the whole switch, so a call arriving meanwhile waits for the new process. `Ok(false)`
+    /// when there was nothing to replace or something used it. `on_restart` runs once the old one
+    /// is gone (the caller forgets what lived in it).
+    pub async fn recycle(&self, on_restart: impl FnOnce()) -> Result<bool, RuntimeError> {
+        if self.disposed.load(Ordering::SeqCst) {
+            return Err(RuntimeError::Disposed);
+        }
+        let mut guard = self.live.lock().await;
+        let Some(live) = guard.as_ref() else { return Ok(false) };
+        // Every run, compaction and call holds the live process while it talks to it, and takes it
+        // only through this lock: the slot's own reference alone means nobody uses it, nor can start to.
+        if Arc::strong_count(live) > 1 || live.server.exited().is_some() {
+            return Ok(false);
+        }
+        let old = guard.take().expect("checked above");
+        old.hub.shutdown();
+        old.server.stop().await;
+        *self.info.lock().unwrap() = None;
+        self.recycles.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(pid = old.server.pid, "runtime process replaced by a fresh one");
+        on_restart();
+        self.launch_into(&mut guard).await?;
+        Ok(true)
+    }
+
+    /// Processes replaced by [`ServerSlot::recycle`] so far.
+    pub fn recycles(&self) -> u32 {
+        self.recycles.load(Ordering::SeqCst)
     }
 
     /// The live process if there is one now (never starts it).
@@ -173,13 +229,16 @@ impl ServerSlot {
             records_dir: self.host.records_dir.clone(),
         };
         self.launches.fetch_add(1, Ordering::SeqCst);
-        let server = launch::launch(&spec).await?;
-        let base_url = match &self.host.connect_via {
-            Some(via) => match server.base_url.trim_start_matches("http://").parse::<SocketAddr>() {
+        let server = match &self.place {
+            Place::Local => launch::launch(&spec).await?,
+            Place::Remote(place) => crate::remote::launch::launch(place, &spec, &self.config).await?,
+        };
+        let base_url = match (&self.host.connect_via, &self.place) {
+            (Some(via), Place::Local) => match server.base_url.trim_start_matches("http://").parse::<SocketAddr>() {
                 Ok(addr) => format!("http://{}", via(addr)),
                 Err(_) => server.base_url.clone(),
             },
-            None => server.base_url.clone(),
+            _ => server.base_url.clone(),
         };
         let client = Client::new(&base_url, &server.password);
         let checked = async {
@@ -187,7 +246,16 @@ impl ServerSlot {
             if version != PINNED_VERSION {
                 return Err(StartError::WrongVersion { found: version });
             }
-            super::guard::seal(&client, server.pid, &server.password, &self.root.join("home")).await.map_err(StartError::NoAnswer)?;
+            match &self.place {
+                Place::Local => super::guard::seal(&client, server.pid, &server.password, &self.root.join("home")).await.map_err(StartError::NoAnswer)?,
+                // The guard loads with the first instance there; the host's environment blocks are
+                // the host's to see (the keeper starts the runtime as a local one is started).
+                Place::Remote(place) => {
+                    if let Some(home) = crate::remote::launch::remote_home(place, &self.root).await {
+                        client.open_instance(&home).await.map_err(StartError::NoAnswer)?;
+                    }
+                }
+            }
             let hub = EventHub::start(client.clone()).await?;
             Ok((version, hub))
         };

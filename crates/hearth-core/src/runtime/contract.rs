@@ -217,12 +217,16 @@ pub struct RuntimeStatus {
     pub version: Option<String>,
     /// Processes started so far; more than one means the runtime was restarted.
     pub launches: u32,
+    /// Of those restarts, how many replaced a healthy idle process to give its memory back.
+    pub recycles: u32,
     /// Why the last process ended, if one ended without being asked to.
     pub last_exit: Option<String>,
     pub active_runs: u32,
     pub open_instances: Vec<String>,
     /// Time since the running process printed its address.
     pub uptime_ms: Option<u64>,
+    /// The host it runs on, when not this machine (its pid is the host's).
+    pub host: Option<String>,
 }
 
 /// A family's own error, kept as the source of a [`RuntimeError`].
@@ -276,6 +280,9 @@ pub enum RuntimeError {
     WrongSpace { requested: PathBuf, bound: PathBuf },
     #[error("The runtime configuration changed and the new runtime is not running; open the project again to start it.")]
     Replaced,
+    /// The family cannot do this at all (an ACP agent has no way to forget turns).
+    #[error("{runtime} cannot {what}.")]
+    Unsupported { runtime: String, what: &'static str },
 }
 
 impl RuntimeError {
@@ -285,7 +292,7 @@ impl RuntimeError {
             RuntimeError::Start(_) => FailureKind::Start,
             RuntimeError::Died(_) => FailureKind::RuntimeDied,
             RuntimeError::Unreachable(_) => FailureKind::Unreachable,
-            RuntimeError::Refused(_) | RuntimeError::NoSession | RuntimeError::WrongSpace { .. } => FailureKind::Refused,
+            RuntimeError::Refused(_) | RuntimeError::NoSession | RuntimeError::WrongSpace { .. } | RuntimeError::Unsupported { .. } => FailureKind::Refused,
             RuntimeError::InvalidRequest(_) => FailureKind::InvalidRequest,
             RuntimeError::Disposed | RuntimeError::Replaced | RuntimeError::Cancelled => FailureKind::Disposed,
         }
@@ -337,6 +344,23 @@ pub trait AgentRuntime: Send + Sync {
 #[error("The run's tool grant could not be attached: {0}")]
 pub struct GrantRefused(pub Cause);
 
+/// What one native session of an agent that connects to MCP servers itself (ACP) sends to Hearth's
+/// gateway: a random secret, valid only for calls made while a request runs on that session, and
+/// only under that request's grant.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionCredential {
+    /// Names the credential to Hearth (a short hash of the secret, safe for logs).
+    pub id: String,
+    /// The bearer value the agent sends.
+    pub secret: String,
+}
+
+impl fmt::Debug for SessionCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionCredential").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
 /// Told when a run's native session is known — before its prompt is sent —, when the runtime
 /// starts a subagent session for it, and when the run ends. This is how a per-request grant
 /// follows a run into the tool calls the runtime makes for it.
@@ -347,4 +371,14 @@ pub trait RunHooks: Send + Sync {
     /// the child acts for the same request.
     fn child_session(&self, request_id: &str, parent_session_id: &str, child_session_id: &str);
     fn run_ended(&self, request_id: &str);
+    /// A fresh credential for a session about to be opened by an agent that reaches the gateway
+    /// itself; `None` when there is no gateway (the session then gets no Hearth tools).
+    fn issue_credential(&self) -> Option<SessionCredential> {
+        None
+    }
+    /// The session the credential was given to is `session_id`: calls carrying it act for the
+    /// request running on that session, if any.
+    fn bind_credential(&self, _credential_id: &str, _session_id: &str) {}
+    /// The session is gone (closed, or its agent stopped): the credential opens nothing any more.
+    fn revoke_credential(&self, _credential_id: &str) {}
 }

@@ -14,13 +14,13 @@ use super::contract::{
     AgentRuntime, CompactOutcome, CompactRequest, ConnectionInfo, EventStream, PermissionReply, PlanStep, RunRequest,
     RuntimeError, RuntimeEvent, RuntimeStatus,
 };
-use super::process::ProcessRuntime;
+use super::process::{ProcessRuntime, RuntimeSlot};
 use super::registry::{ActivityGuard, Inner};
 use crate::space::ExecutionSpace;
 
 pub struct WorkspaceRuntime {
     registry: Arc<Inner>,
-    family: String,
+    slot: RuntimeSlot,
     space: ExecutionSpace,
     /// `None` once disposed. The owner changes only when a configuration change retires it.
     binding: Mutex<Option<Binding>>,
@@ -36,14 +36,14 @@ struct Binding {
 impl WorkspaceRuntime {
     pub(crate) fn new(
         registry: Arc<Inner>,
-        family: String,
+        slot: RuntimeSlot,
         space: ExecutionSpace,
         owner_id: usize,
         runtime: Arc<dyn ProcessRuntime>,
     ) -> Self {
         Self {
             registry,
-            family,
+            slot,
             space,
             binding: Mutex::new(Some(Binding { owner_id, runtime })),
             active_runs: Arc::new(AtomicUsize::new(0)),
@@ -79,7 +79,7 @@ impl WorkspaceRuntime {
     fn runtime(&self) -> Result<(usize, Arc<dyn ProcessRuntime>), RuntimeError> {
         let mut binding = self.lock();
         let b = binding.as_mut().ok_or(RuntimeError::Disposed)?;
-        let (id, runtime) = self.registry.rebind(&self.family, b.owner_id)?;
+        let (id, runtime) = self.registry.rebind(&self.slot, b.owner_id)?;
         if id != b.owner_id {
             *b = Binding {
                 owner_id: id,

@@ -18,7 +18,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 
 use super::contract::{AgentRuntime, RuntimeError};
 use super::facade::WorkspaceRuntime;
-use super::process::{RuntimeHost, RuntimeKey, RuntimeSpec};
+use super::process::{RuntimeHost, RuntimeKey, RuntimeSlot, RuntimeSpec};
 use super::registry::{LocalRuntimeRegistry, RegisteredRuntimeStatus, RegistryConfig};
 use crate::space::ExecutionSpace;
 
@@ -48,7 +48,7 @@ type Pending = Shared<BoxFuture<'static, Result<Arc<WorkspaceRuntime>, RuntimeEr
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct CacheKey {
-    family: &'static str,
+    slot: RuntimeSlot,
     key: RuntimeKey,
     space: String,
 }
@@ -102,9 +102,20 @@ impl SelectedRuntimeManager {
         self.registry.status()
     }
 
+    /// The runtimes alive now whose slot is `slot` (`acp:claude-code`) or one of its per-project
+    /// slots (`acp:codex@/path`), current ones first.
+    pub fn processes_of(&self, slot: &str) -> Vec<std::sync::Arc<dyn super::ProcessRuntime>> {
+        self.registry.processes_of(slot)
+    }
+
     /// The processes of every runtime alive now (the gateway serves these and nothing else).
     pub fn pids(&self) -> Vec<u32> {
-        self.registry.status().iter().filter_map(|r| r.runtime.pid).collect()
+        self.registry.gateway_callers()
+    }
+
+    /// The last hour of every runtime's memory, and the processes replaced to give memory back.
+    pub fn memory_report(&self) -> super::memory::MemoryReport {
+        self.registry.memory_report()
     }
 
     /// How many runtimes are alive (current and retired-but-draining).
@@ -128,7 +139,7 @@ impl SelectedRuntimeManager {
         space: &ExecutionSpace,
     ) -> Result<Arc<WorkspaceRuntime>, RuntimeError> {
         let key = CacheKey {
-            family: selection.family(),
+            slot: selection.slot(),
             key: selection.key(),
             space: space.cache_identity.clone(),
         };
@@ -148,7 +159,7 @@ impl SelectedRuntimeManager {
                 None => {
                     let (registry, host, spec, space) = (self.registry.clone(), self.host.clone(), selection.clone(), space.clone());
                     let future: Pending = async move {
-                        let facade = registry.acquire(spec.family(), spec.key(), space, || spec.create(&host)).await?;
+                        let facade = registry.acquire(spec.slot(), spec.key(), space, || spec.create(&host)).await?;
                         Ok(Arc::new(facade))
                     }
                     .boxed()
@@ -214,7 +225,7 @@ impl SelectedRuntimeManager {
         for (_, key) in idle.into_iter().take(excess) {
             // Dropping our Arc gives the lease back once callers still holding the facade let go.
             state.slots.remove(&key);
-            tracing::debug!(space = %key.space, family = key.family, "facade evicted");
+            tracing::debug!(space = %key.space, slot = %key.slot, "facade evicted");
         }
     }
 

@@ -17,18 +17,73 @@ use crate::space::ExecutionSpace;
 /// itself, so the registry decides when an instance goes and asks the runtime to drop it.
 #[async_trait::async_trait]
 pub trait ProcessRuntime: AgentRuntime + 'static {
+    /// Start the process now if it is not running (a launch measured on its own, or warming).
+    async fn start(&self) -> Result<(), RuntimeError>;
+
     /// Free the server's instance for `space` (OpenCode: `POST /instance/dispose?directory=`). The
     /// next request for that space recreates it. Must succeed when no instance exists.
     async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError>;
+
+    /// Replace the process with a fresh one if it runs and nothing uses it (no run, compaction or
+    /// call in flight); `Ok(true)` if it was replaced. What lives on disk (native sessions) carries
+    /// over; a call arriving during the switch waits for the new process. The registry calls this
+    /// to give back memory the runtime keeps after its instances are freed.
+    async fn recycle(&self) -> Result<bool, RuntimeError>;
+
+    /// Resident memory of the process and its children, if it runs.
+    fn memory_bytes(&self) -> Option<u64> {
+        let pid = self.status().pid?;
+        crate::host::procinfo::tree_rss(pid).ok().map(|t| t.bytes)
+    }
+
+    /// The processes Hearth's gateway serves for this runtime: those that hold its MCP clients,
+    /// never the tools its agent runs.
+    fn gateway_callers(&self) -> Vec<u32> {
+        self.status().pid.into_iter().collect()
+    }
 
     /// The family's own type, for diagnostics that measure a family's API directly.
     fn as_any(&self) -> &dyn std::any::Any;
 }
 
+/// Which configurations replace each other: the registry keeps one current runtime per slot, and a
+/// new configuration of a slot retires the old one once its runs drain. OpenCode has one slot; each
+/// ACP agent has its own, so a project on Claude Code and one on OpenCode's ACP agent both keep theirs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuntimeSlot {
+    pub family: &'static str,
+    /// Which runtime of the family (an agent's id); `None` when the family has one.
+    pub variant: Option<String>,
+}
+
+impl RuntimeSlot {
+    /// The one slot of a family that runs one runtime at a time.
+    pub fn of(family: &'static str) -> Self {
+        Self { family, variant: None }
+    }
+
+    pub fn variant(family: &'static str, variant: impl Into<String>) -> Self {
+        Self { family, variant: Some(variant.into()) }
+    }
+}
+
+impl fmt::Display for RuntimeSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.variant {
+            Some(v) => write!(f, "{}:{v}", self.family),
+            None => f.write_str(self.family),
+        }
+    }
+}
+
 /// A runtime family's configuration: what a conversation selects, and how to make the runtime it
-/// selects. Two specs with one `(family, key)` share one runtime process.
+/// selects. Two specs with one `(slot, key)` share one runtime process.
 pub trait RuntimeSpec: Send + Sync + fmt::Debug {
     fn family(&self) -> &'static str;
+    /// The slot this configuration competes for (see [`RuntimeSlot`]).
+    fn slot(&self) -> RuntimeSlot {
+        RuntimeSlot::of(self.family())
+    }
     fn key(&self) -> RuntimeKey;
     /// Construct (not launch) the runtime: it starts its process on first use. Must be cheap; it
     /// fails only when the configuration cannot describe a runtime at all.

@@ -1,11 +1,12 @@
 //! The local runtime registry: owns the process-owning runtimes, one per configuration, and hands out
 //! workspace facades bound to one execution space each. Facades lease a runtime; the registry closes
 //! a runtime nobody leases after an idle period, retires a runtime whose configuration was replaced
-//! once its runs drain, and frees the runtime's idle per-space instances (OpenCode never does).
+//! once its runs drain, frees the runtime's idle per-space instances (OpenCode never does), and
+//! replaces an idle runtime's process when it holds too much memory (see `memory.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -15,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::contract::{RuntimeError, RuntimeStatus};
 use super::facade::WorkspaceRuntime;
-use super::process::{ProcessRuntime, RuntimeKey};
+use super::memory::{MemoryHistory, MemoryReport, RecyclePolicy};
+use super::process::{ProcessRuntime, RuntimeKey, RuntimeSlot};
 use crate::space::ExecutionSpace;
 
 /// A runtime nobody leases and nobody runs on is closed after this long: long enough to survive
@@ -34,6 +36,7 @@ pub struct RegistryConfig {
     pub instance_idle_after: Duration,
     pub max_warm_instances: usize,
     pub sweep_every: Duration,
+    pub recycle: RecyclePolicy,
 }
 
 impl Default for RegistryConfig {
@@ -43,6 +46,7 @@ impl Default for RegistryConfig {
             instance_idle_after: DEFAULT_INSTANCE_IDLE_AFTER,
             max_warm_instances: DEFAULT_MAX_WARM_INSTANCES,
             sweep_every: DEFAULT_SWEEP_EVERY,
+            recycle: RecyclePolicy::default(),
         }
     }
 }
@@ -53,6 +57,8 @@ impl Default for RegistryConfig {
 pub struct RegisteredRuntimeStatus {
     pub owner_id: u32,
     pub family: String,
+    /// Which runtime of the family (`opencode`, `acp:claude-code`, …).
+    pub slot: String,
     pub key: RuntimeKey,
     /// Replaced by a newer configuration; closes when its runs drain.
     pub retired: bool,
@@ -76,20 +82,24 @@ pub(crate) struct Inner {
     stop: CancellationToken,
     sweeper: Mutex<Option<JoinHandle<()>>>,
     state: Mutex<State>,
+    memory: Mutex<MemoryHistory>,
+    /// One recycle decision at a time: two would both read the old process's memory and replace
+    /// the fresh one too.
+    recycling: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
 struct State {
     disposed: bool,
     next_owner_id: usize,
-    /// family → the owner with the family's current configuration.
-    current: HashMap<String, usize>,
+    /// slot → the owner with the slot's current configuration.
+    current: HashMap<RuntimeSlot, usize>,
     /// Every owner not yet disposed, current and retired.
     owners: HashMap<usize, Owner>,
 }
 
 struct Owner {
-    family: String,
+    slot: RuntimeSlot,
     key: RuntimeKey,
     runtime: Arc<dyn ProcessRuntime>,
     leases: usize,
@@ -99,6 +109,8 @@ struct Owner {
     /// so any activity during the idle period cancels the close.
     epoch: u64,
     instances: HashMap<String, Instance>,
+    /// Instances freed since the process started (a recycle starts it again).
+    disposals: usize,
 }
 
 struct Instance {
@@ -126,6 +138,8 @@ impl LocalRuntimeRegistry {
             stop: CancellationToken::new(),
             sweeper: Mutex::new(None),
             state: Mutex::new(State::default()),
+            memory: Mutex::new(MemoryHistory::default()),
+            recycling: tokio::sync::Mutex::new(()),
         });
         let task = inner.handle.spawn(sweep_loop(
             Arc::downgrade(&inner),
@@ -140,15 +154,15 @@ impl LocalRuntimeRegistry {
         self.inner.config
     }
 
-    /// A facade bound to `space` over the runtime of `family` configured as `key`.
+    /// A facade bound to `space` over the runtime of `slot` configured as `key`.
     ///
     /// `factory` runs at most once per key while that key's runtime lives, even under concurrent
     /// acquires: it must be cheap (construct only; the process launches lazily on first use). A key
-    /// that differs from the family's current one retires the current runtime: it takes no new
+    /// that differs from the slot's current one retires the current runtime: it takes no new
     /// facades or runs and closes once its in-flight runs drain.
     pub async fn acquire(
         &self,
-        family: &str,
+        slot: RuntimeSlot,
         key: RuntimeKey,
         space: ExecutionSpace,
         factory: impl FnOnce() -> Result<Arc<dyn ProcessRuntime>, RuntimeError>,
@@ -160,7 +174,7 @@ impl LocalRuntimeRegistry {
             if state.disposed {
                 return Err(RuntimeError::Disposed);
             }
-            let existing = state.current.get(family).copied();
+            let existing = state.current.get(&slot).copied();
             let reuse = existing.filter(|id| state.owners.get(id).is_some_and(|o| o.key == key));
             let id = match reuse {
                 Some(id) => id,
@@ -173,11 +187,11 @@ impl LocalRuntimeRegistry {
                     }
                     let id = state.next_owner_id;
                     state.next_owner_id += 1;
-                    tracing::info!(family, key = %key, owner = id, "runtime created");
+                    tracing::info!(%slot, key = %key, owner = id, "runtime created");
                     state.owners.insert(
                         id,
                         Owner {
-                            family: family.to_owned(),
+                            slot: slot.clone(),
                             key,
                             runtime,
                             leases: 0,
@@ -185,9 +199,10 @@ impl LocalRuntimeRegistry {
                             retired: false,
                             epoch: 0,
                             instances: HashMap::new(),
+                            disposals: 0,
                         },
                     );
-                    state.current.insert(family.to_owned(), id);
+                    state.current.insert(slot.clone(), id);
                     id
                 }
             };
@@ -201,7 +216,7 @@ impl LocalRuntimeRegistry {
         }
         Ok(WorkspaceRuntime::new(
             inner.clone(),
-            family.to_owned(),
+            slot.clone(),
             space,
             owner_id,
             runtime,
@@ -234,7 +249,8 @@ impl LocalRuntimeRegistry {
                 warm.sort_by_key(|(_, i)| std::cmp::Reverse(i.last_activity));
                 RegisteredRuntimeStatus {
                     owner_id: id as u32,
-                    family: o.family.clone(),
+                    family: o.slot.family.to_string(),
+                    slot: o.slot.to_string(),
                     key: o.key.clone(),
                     retired: o.retired,
                     facades: o.leases as u32,
@@ -246,14 +262,45 @@ impl LocalRuntimeRegistry {
             .collect()
     }
 
+    /// The runtimes alive now whose slot is `slot` or one of its per-project slots (`slot@…`),
+    /// current ones first.
+    pub fn processes_of(&self, slot: &str) -> Vec<Arc<dyn ProcessRuntime>> {
+        let state = self.inner.lock();
+        let mut found: Vec<(bool, usize, Arc<dyn ProcessRuntime>)> = state
+            .owners
+            .iter()
+            .filter(|(_, o)| {
+                let name = o.slot.to_string();
+                name == slot || name.strip_prefix(slot).is_some_and(|rest| rest.starts_with('@'))
+            })
+            .map(|(id, o)| (o.retired, *id, o.runtime.clone()))
+            .collect();
+        found.sort_by_key(|(retired, id, _)| (*retired, std::cmp::Reverse(*id)));
+        found.into_iter().map(|(_, _, r)| r).collect()
+    }
+
+    /// The processes of every runtime that may call Hearth's gateway (see
+    /// [`ProcessRuntime::gateway_callers`]).
+    pub fn gateway_callers(&self) -> Vec<u32> {
+        let runtimes: Vec<_> = self.inner.lock().owners.values().map(|o| o.runtime.clone()).collect();
+        runtimes.iter().flat_map(|r| r.gateway_callers()).collect()
+    }
+
     /// How many runtimes are alive (current and retired-but-draining).
     pub fn runtime_count(&self) -> usize {
         self.inner.lock().owners.len()
     }
 
-    /// Sweep idle instances now, as the sweeper does on each tick.
+    /// Sweep idle instances now, as the sweeper does on each tick: free idle instances, read each
+    /// runtime's memory and replace an idle one that holds too much.
     pub async fn sweep_instances(&self) {
         self.inner.sweep().await;
+    }
+
+    /// The last hour of memory readings and recycles.
+    pub fn memory_report(&self) -> MemoryReport {
+        let history = self.inner.memory.lock().unwrap_or_else(|p| p.into_inner());
+        history.report(Instant::now(), &self.inner.config.recycle)
     }
 
     /// Stop the sweeper and close every runtime, waiting for each to stop. Facades still held fail
@@ -289,19 +336,6 @@ impl Drop for LocalRuntimeRegistry {
     }
 }
 
-async fn sweep_loop(inner: Weak<Inner>, stop: CancellationToken, every: Duration) {
-    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let Some(inner) = inner.upgrade() else { return };
-        inner.sweep().await;
-    }
-}
-
 /// Marks one run (or compaction) on one space of one runtime; dropping it ends the run's share of
 /// activity, whichever way the run ended.
 pub(crate) struct ActivityGuard {
@@ -329,9 +363,9 @@ impl Inner {
         let owner = state.owners.get_mut(&id)?;
         owner.retired = true;
         owner.epoch += 1;
-        if state.current.get(&owner.family) == Some(&id) {
-            let family = owner.family.clone();
-            state.current.remove(&family);
+        if state.current.get(&owner.slot) == Some(&id) {
+            let slot = owner.slot.clone();
+            state.current.remove(&slot);
         }
         let owner = &state.owners[&id];
         tracing::info!(
@@ -358,6 +392,15 @@ impl Inner {
             tracing::info!(owner = id, "retired runtime drained; closing");
             return state.owners.remove(&id).map(|o| o.runtime);
         }
+        if !owner.retired && owner.active_runs == 0 && self.config.recycle != RecyclePolicy::NEVER {
+            // The moment a runtime has no run is when replacing its process costs nobody a wait.
+            let weak = Arc::downgrade(self);
+            self.handle.spawn(async move {
+                if let Some(inner) = weak.upgrade() {
+                    inner.recycle_if_due(id, false).await;
+                }
+            });
+        }
         if !owner.retired && owner.idle() {
             let epoch = owner.epoch;
             let weak = Arc::downgrade(self);
@@ -380,8 +423,8 @@ impl Inner {
                 _ => return,
             }
             let owner = state.owners.remove(&id).expect("checked above");
-            if state.current.get(&owner.family) == Some(&id) {
-                state.current.remove(&owner.family);
+            if state.current.get(&owner.slot) == Some(&id) {
+                state.current.remove(&owner.slot);
             }
             owner.runtime
         };
@@ -403,11 +446,11 @@ impl Inner {
         }
     }
 
-    /// The runtime a facade of `family` bound to `id` should use now: `id` itself unless it was
-    /// retired, else the family's current runtime, to which the facade's lease moves.
+    /// The runtime a facade of `slot` bound to `id` should use now: `id` itself unless it was
+    /// retired, else the slot's current runtime, to which the facade's lease moves.
     pub(crate) fn rebind(
         self: &Arc<Self>,
-        family: &str,
+        slot: &RuntimeSlot,
         id: usize,
     ) -> Result<(usize, Arc<dyn ProcessRuntime>), RuntimeError> {
         let (result, close) = {
@@ -418,7 +461,7 @@ impl Inner {
             if let Some(owner) = state.owners.get(&id).filter(|o| !o.retired) {
                 return Ok((id, owner.runtime.clone()));
             }
-            let Some(new_id) = state.current.get(family).copied() else {
+            let Some(new_id) = state.current.get(slot).copied() else {
                 return Err(RuntimeError::Replaced);
             };
             let new = state.owners.get_mut(&new_id).expect("current owners are registered");
@@ -516,69 +559,11 @@ impl Inner {
         }
         self.handle.spawn(dispose_instances(runtime, spaces));
     }
-
-    async fn sweep(&self) {
-        let now = Instant::now();
-        let work: Vec<_> = {
-            let mut state = self.lock();
-            state
-                .owners
-                .values_mut()
-                .map(|owner| {
-                    let expired: Vec<String> = owner
-                        .instances
-                        .iter()
-                        .filter(|(_, i)| {
-                            i.active_runs == 0 && now.duration_since(i.last_activity) >= self.config.instance_idle_after
-                        })
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    let mut spaces: Vec<_> = expired
-                        .iter()
-                        .filter_map(|k| owner.instances.remove(k))
-                        .map(|i| i.space)
-                        .collect();
-                    spaces.extend(evict_over_capacity(owner, self.config.max_warm_instances, None));
-                    (owner.runtime.clone(), spaces)
-                })
-                .filter(|(_, spaces)| !spaces.is_empty())
-                .collect()
-        };
-        for (runtime, spaces) in work {
-            dispose_instances(runtime, spaces).await;
-        }
-    }
 }
 
-/// Remove the least recently used idle instances beyond `max_warm`; instances with a run in flight
-/// are never removed, so the count may stay above the bound while they run.
-fn evict_over_capacity(owner: &mut Owner, max_warm: usize, keep: Option<&str>) -> Vec<ExecutionSpace> {
-    let excess = owner.instances.len().saturating_sub(max_warm);
-    if excess == 0 {
-        return Vec::new();
-    }
-    let mut idle: Vec<(Instant, String)> = owner
-        .instances
-        .iter()
-        .filter(|(k, i)| i.active_runs == 0 && Some(k.as_str()) != keep)
-        .map(|(k, i)| (i.last_activity, k.clone()))
-        .collect();
-    idle.sort();
-    idle.into_iter()
-        .take(excess)
-        .filter_map(|(_, k)| owner.instances.remove(&k))
-        .map(|i| i.space)
-        .collect()
-}
-
-async fn dispose_instances(runtime: Arc<dyn ProcessRuntime>, spaces: Vec<ExecutionSpace>) {
-    for space in spaces {
-        tracing::debug!(space = %space.cache_identity, "disposing idle runtime instance");
-        if let Err(e) = runtime.dispose_instance(&space).await {
-            tracing::warn!(space = %space.cache_identity, error = %e, "could not dispose an idle instance");
-        }
-    }
-}
+#[path = "registry_sweep.rs"]
+mod sweep;
+use sweep::{dispose_instances, evict_over_capacity, sweep_loop};
 
 #[cfg(test)]
 #[path = "registry_tests.rs"]

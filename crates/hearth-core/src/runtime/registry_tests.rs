@@ -7,7 +7,9 @@ use tokio::time::advance;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::runtime::memory::RecycleReason;
 use crate::runtime::contract::{AgentRuntime, Cause, CompactRequest, RuntimeEvent, TurnEnd, TurnFailure};
+use crate::runtime::process::RuntimeSlot;
 use crate::runtime::testing::{acquire, collect, request, settle, space, FakeRuntime, FAKE_FAMILY};
 
 const IDLE: Duration = Duration::from_secs(60);
@@ -18,6 +20,7 @@ fn config() -> RegistryConfig {
         instance_idle_after: Duration::from_secs(600),
         max_warm_instances: 100,
         sweep_every: Duration::from_secs(10),
+        recycle: RecyclePolicy::NEVER,
     }
 }
 
@@ -29,7 +32,7 @@ async fn one_owner_serves_every_space_and_concurrent_acquires_create_once() {
     let spaces: Vec<_> = (0..5).map(|i| space(&format!("p{i}"))).collect();
     let facades = futures::future::join_all(spaces.iter().map(|s| {
         let (fake, created) = (fake.clone(), created.clone());
-        registry.acquire(FAKE_FAMILY, RuntimeKey::new("k"), s.clone(), move || {
+        registry.acquire(RuntimeSlot::of(FAKE_FAMILY), RuntimeKey::new("k"), s.clone(), move || {
             created.fetch_add(1, Ordering::SeqCst);
             Ok(fake as Arc<dyn ProcessRuntime>)
         })
@@ -175,7 +178,7 @@ async fn a_retired_runtime_without_runs_closes_at_once_and_a_failed_factory_keep
     let (old, new) = (FakeRuntime::new(), FakeRuntime::new());
     let _keep = acquire(&registry, "v1", &space("a"), &old).await;
     let failed = registry
-        .acquire(FAKE_FAMILY, RuntimeKey::new("v2"), space("a"), || {
+        .acquire(RuntimeSlot::of(FAKE_FAMILY), RuntimeKey::new("v2"), space("a"), || {
             Err(RuntimeError::Start(Cause::new(std::io::Error::other("no binary"))))
         })
         .await;
@@ -369,7 +372,7 @@ async fn release_conversation_reaches_every_live_runtime() {
     let _a = acquire(&registry, "k", &space("a"), &x).await;
     let y2 = y.clone();
     let _b = registry
-        .acquire("other", RuntimeKey::new("k"), space("a"), move || {
+        .acquire(RuntimeSlot::of("other"), RuntimeKey::new("k"), space("a"), move || {
             Ok(y2 as Arc<dyn ProcessRuntime>)
         })
         .await
@@ -392,7 +395,7 @@ async fn dispose_closes_every_runtime_and_stops_the_sweeper() {
     let a = acquire(&registry, "k", &s, &x).await;
     let y2 = y.clone();
     let _b = registry
-        .acquire("other", RuntimeKey::new("k"), s.clone(), move || {
+        .acquire(RuntimeSlot::of("other"), RuntimeKey::new("k"), s.clone(), move || {
             Ok(y2 as Arc<dyn ProcessRuntime>)
         })
         .await
@@ -408,10 +411,86 @@ async fn dispose_closes_every_runtime_and_stops_the_sweeper() {
     assert!(x.calls().disposed_instances.is_empty(), "no sweep after dispose");
     assert_eq!(x.calls().disposed, 1, "no second close from an idle timer");
     let refused = registry
-        .acquire(FAKE_FAMILY, RuntimeKey::new("k"), s.clone(), || unreachable!())
+        .acquire(RuntimeSlot::of(FAKE_FAMILY), RuntimeKey::new("k"), s.clone(), || unreachable!())
         .await;
     assert!(matches!(refused, Err(RuntimeError::Disposed)));
     let events = collect(&a, request("r2", &s)).await;
     assert!(matches!(events.as_slice(), [RuntimeEvent::Ended { end: TurnEnd::Failed(_) }]));
     registry.dispose().await;
+}
+
+const MIB: u64 = 1024 * 1024;
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_runtime_past_the_memory_bound_is_recycled_but_never_under_a_run() {
+    let policy = RecyclePolicy { above_bytes: 500 * MIB, after_disposals: usize::MAX };
+    let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: policy, ..config() });
+    let fake = FakeRuntime::new();
+    fake.set_memory(900 * MIB, 300 * MIB);
+    let s = space("one");
+    let facade = acquire(&registry, "k", &s, &fake).await;
+    let release = fake.hold("r1");
+    let mut held = facade.run(request("r1", &s), CancellationToken::new());
+    held.next().await;
+    registry.sweep_instances().await;
+    settle().await;
+    assert_eq!(fake.calls().recycles, 0, "a run is in flight");
+    let report = registry.memory_report();
+    assert_eq!(report.samples.iter().map(|m| m.rss_bytes / MIB).collect::<Vec<_>>(), [900], "the sweep read the memory");
+
+    release.send(()).unwrap();
+    held.collect::<Vec<_>>().await;
+    settle().await;
+    assert_eq!(fake.calls().recycles, 1, "recycled as soon as the run ended");
+    let report = registry.memory_report();
+    assert_eq!(report.recycles.len(), 1);
+    assert_eq!((report.recycles[0].reason, report.recycles[0].rss_bytes), (RecycleReason::Memory, Some(900 * MIB)));
+    assert_eq!(report.samples.last().map(|m| m.rss_bytes), Some(300 * MIB), "the fresh process is read at once");
+    assert!(registry.status()[0].warm_instances.is_empty(), "the fresh process has no instances");
+
+    // The same facade keeps working; the fresh process is within the bound, so it stays.
+    let events = collect(&facade, request("r2", &s)).await;
+    assert!(matches!(events.last(), Some(RuntimeEvent::Ended { end: TurnEnd::Done { .. } })), "{events:?}");
+    registry.sweep_instances().await;
+    settle().await;
+    assert_eq!((fake.calls().recycles, fake.calls().disposed), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_that_freed_many_instances_is_recycled_and_counts_again_from_zero() {
+    let policy = RecyclePolicy { above_bytes: u64::MAX, after_disposals: 2 };
+    let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: policy, max_warm_instances: 1, ..config() });
+    let fake = FakeRuntime::new();
+    fake.set_memory(100 * MIB, 100 * MIB);
+    let spaces: Vec<_> = (0..5).map(|i| space(&format!("p{i}"))).collect();
+    for (i, s) in spaces.iter().take(2).enumerate() {
+        collect(&acquire(&registry, "k", s, &fake).await, request(&format!("r{i}"), s)).await;
+        settle().await;
+    }
+    assert_eq!((fake.calls().disposed_instances.len(), fake.calls().recycles), (1, 0), "one eviction is below the count");
+    collect(&acquire(&registry, "k", &spaces[2], &fake).await, request("r2", &spaces[2])).await;
+    settle().await;
+    assert_eq!(fake.calls().recycles, 1);
+    assert_eq!(registry.memory_report().recycles[0].reason, RecycleReason::Disposals);
+    for (i, s) in spaces.iter().enumerate().skip(3) {
+        collect(&acquire(&registry, "k", s, &fake).await, request(&format!("r{i}"), s)).await;
+        settle().await;
+    }
+    assert_eq!(fake.calls().recycles, 1, "one eviction since the recycle");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_within_its_bounds_is_never_recycled() {
+    let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: RecyclePolicy::default(), ..config() });
+    let fake = FakeRuntime::new();
+    fake.set_memory(RecyclePolicy::default().above_bytes, 0);
+    let s = space("one");
+    let facade = acquire(&registry, "k", &s, &fake).await;
+    for i in 0..5 {
+        collect(&facade, request(&format!("r{i}"), &s)).await;
+        advance(Duration::from_secs(10)).await;
+        settle().await;
+    }
+    assert_eq!(fake.calls().recycles, 0);
+    assert!(registry.memory_report().samples.len() >= 4, "each sweep reads the memory");
 }

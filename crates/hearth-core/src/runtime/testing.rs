@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::contract::*;
 use super::facade::WorkspaceRuntime;
-use super::process::{ProcessRuntime, RuntimeHost, RuntimeKey, RuntimeSpec};
+use super::process::{ProcessRuntime, RuntimeHost, RuntimeKey, RuntimeSlot, RuntimeSpec};
 use super::registry::LocalRuntimeRegistry;
 use crate::space::{ExecutionSpace, SpaceKind};
 
@@ -29,12 +29,16 @@ pub struct Calls {
     pub released: Vec<String>,
     pub connection_tests: usize,
     pub compactions: Vec<String>,
+    pub recycles: usize,
 }
 
 pub struct FakeRuntime {
     pub serial: usize,
     calls: Mutex<Calls>,
     holds: Mutex<HashMap<String, oneshot::Receiver<()>>>,
+    /// What `memory_bytes` reports; a recycle sets it back to `fresh_memory`.
+    memory: Mutex<Option<u64>>,
+    fresh_memory: Mutex<Option<u64>>,
 }
 
 static SERIAL: AtomicUsize = AtomicUsize::new(0);
@@ -45,11 +49,19 @@ impl FakeRuntime {
             serial: SERIAL.fetch_add(1, Ordering::SeqCst),
             calls: Mutex::new(Calls::default()),
             holds: Mutex::new(HashMap::new()),
+            memory: Mutex::new(None),
+            fresh_memory: Mutex::new(None),
         })
     }
 
     pub fn calls(&self) -> Calls {
         self.calls.lock().unwrap().clone()
+    }
+
+    /// Report `bytes` of memory until a recycle, then `fresh`.
+    pub fn set_memory(&self, bytes: u64, fresh: u64) {
+        *self.memory.lock().unwrap() = Some(bytes);
+        *self.fresh_memory.lock().unwrap() = Some(fresh);
     }
 
     /// Hold the run with `request_id` before its `Done` until the returned sender is used or dropped.
@@ -154,6 +166,10 @@ impl AgentRuntime for FakeRuntime {
 
 #[async_trait::async_trait]
 impl ProcessRuntime for FakeRuntime {
+    async fn start(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
     async fn dispose_instance(&self, space: &ExecutionSpace) -> Result<(), RuntimeError> {
         self.calls
             .lock()
@@ -161,6 +177,16 @@ impl ProcessRuntime for FakeRuntime {
             .disposed_instances
             .push(space.cache_identity.clone());
         Ok(())
+    }
+
+    async fn recycle(&self) -> Result<bool, RuntimeError> {
+        self.calls.lock().unwrap().recycles += 1;
+        *self.memory.lock().unwrap() = *self.fresh_memory.lock().unwrap();
+        Ok(true)
+    }
+
+    fn memory_bytes(&self) -> Option<u64> {
+        *self.memory.lock().unwrap()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -241,7 +267,7 @@ pub async fn acquire(
     let fake = fake.clone();
     registry
         .acquire(
-            FAKE_FAMILY,
+            RuntimeSlot::of(FAKE_FAMILY),
             RuntimeKey::new(key),
             space.clone(),
             move || Ok(fake as Arc<dyn ProcessRuntime>),

@@ -116,15 +116,15 @@ fn unescape(text: &str) -> String {
 
 /// The next step of an edit request: the next tool call, or the closing sentence once every call
 /// has its result. `None` when the prompt is not an edit request or the tools are not offered.
+/// Tools are found by name ignoring case, their arguments named as the agent's schema names them
+/// (OpenCode's `edit` takes `oldString`, Claude Code's `Edit` `old_string`).
 pub fn edit_reply(request: &ObservedRequest) -> Option<Reply> {
     let commands = edit_commands(&request.last_user_text())?;
     let calls: Vec<(&str, Value)> = commands.iter().flat_map(EditCommand::calls).collect();
-    if calls.iter().any(|(tool, _)| !request.has_tool(tool)) {
-        return None;
-    }
+    let tools: Vec<_> = calls.iter().map(|(tool, _)| request.find_tool(tool)).collect::<Option<_>>()?;
     let done = request.tool_results_after_last_user().len();
-    if let Some((tool, arguments)) = calls.get(done) {
-        return Some(Reply::tool_call(*tool, arguments.clone()));
+    if let Some(((_, arguments), tool)) = calls.get(done).zip(tools.get(done)) {
+        return Some(Reply::tool_call(tool.name, tool.adapt(arguments.clone())));
     }
     let summary: Vec<String> = commands.iter().map(EditCommand::describe).collect();
     Some(Reply::Text(format!("Done: {}.", summary.join(", "))))
@@ -173,6 +173,33 @@ mod tests {
         assert_eq!(step(1), Reply::tool_call("read", json!({"filePath": "c.txt"})));
         assert_eq!(step(2), Reply::tool_call("edit", json!({"filePath": "c.txt", "oldString": "old", "newString": "new"})));
         assert_eq!(step(3), Reply::text("Done: wrote a.txt, edited c.txt."));
+    }
+
+    #[test]
+    fn claude_codes_tools_get_their_own_argument_names() {
+        use super::super::anthropic::tests::{claude_body, observed as claude, with_tool_result};
+        let prompt = "write a.txt A\nedit c.txt old -> new\nrun ls";
+        let mut body = claude_body(prompt);
+        let mut steps = Vec::new();
+        for _ in 0..5 {
+            let reply = edit_reply(&claude(body.clone())).unwrap();
+            if let Reply::ToolCall { name, .. } = &reply {
+                body = with_tool_result(body, name, json!("ok"));
+            }
+            steps.push(reply);
+        }
+        assert_eq!(
+            steps,
+            [
+                Reply::tool_call("Write", json!({"file_path": "a.txt", "content": "A"})),
+                Reply::tool_call("Read", json!({"file_path": "c.txt"})),
+                Reply::tool_call("Edit", json!({"file_path": "c.txt", "old_string": "old", "new_string": "new"})),
+                Reply::tool_call("Bash", json!({"command": "ls", "description": "Run a command"})),
+                Reply::text("Done: wrote a.txt, edited c.txt, ran `ls`."),
+            ]
+        );
+        // Claude Code offers no todo tool in its first request: a plan is no edit request there.
+        assert_eq!(edit_reply(&claude(claude_body("plan: [ ] one"))), None);
     }
 
     #[test]

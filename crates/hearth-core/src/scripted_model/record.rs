@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::request::ObservedRequest;
+use super::request::{Api, ObservedRequest};
 
 /// Requests kept per server; older ones are dropped first.
 pub const MAX_RECORDED_REQUESTS: usize = 1024;
@@ -35,10 +35,10 @@ impl Recorder {
     }
 
     /// Number, record and return a request.
-    pub(super) fn record(&self, session_id: Option<String>, body: Value, body_bytes: Bytes) -> ObservedRequest {
+    pub(super) fn record(&self, api: Api, session_id: Option<String>, body: Value, body_bytes: Bytes) -> ObservedRequest {
         let mut log = self.lock();
         log.next_seq += 1;
-        let request = ObservedRequest::new(log.next_seq, session_id, body, body_bytes);
+        let request = ObservedRequest::new_for(api, log.next_seq, session_id, body, body_bytes);
         log.bytes += request.body_bytes.len();
         log.requests.push_back(request.clone());
         while log.requests.len() > log.max_requests || (log.bytes > log.max_bytes && log.requests.len() > 1) {
@@ -77,7 +77,7 @@ mod tests {
     fn numbers_in_order_and_drops_the_oldest_beyond_the_bound() {
         let recorder = Recorder::default();
         for _ in 0..MAX_RECORDED_REQUESTS + 3 {
-            recorder.record(Some("ses".into()), json!({}), Bytes::from_static(b"{}"));
+            recorder.record(Api::ChatCompletions, Some("ses".into()), json!({}), Bytes::from_static(b"{}"));
         }
         let all = recorder.all();
         assert_eq!(all.len(), MAX_RECORDED_REQUESTS);
@@ -94,7 +94,7 @@ mod tests {
         let recorder = Recorder::with_limits(10, 100);
         let big = Bytes::from(vec![b' '; 51]);
         for _ in 0..3 {
-            recorder.record(None, json!({}), big.clone());
+            recorder.record(Api::AnthropicMessages, None, json!({}), big.clone());
         }
         let all = recorder.all();
         assert_eq!(all.len(), 1);

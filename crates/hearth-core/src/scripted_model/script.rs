@@ -107,17 +107,22 @@ impl fmt::Debug for Script {
     }
 }
 
-/// The default script:
-/// - title → a short title from the prompt;
+/// The default script, for any agent: tools are found by name ignoring case (OpenCode's `read`,
+/// Claude Code's `Read`) and their arguments named as the tool's schema names them
+/// ([`super::ToolOffer::adapt`]):
+/// - title → a short title from the prompt (as JSON `{"title": …}` when the request asks for that
+///   structure);
 /// - compaction → a summary starting with [`SUMMARY_PREFIX`];
 /// - agent asked to `write`, `edit` or `plan:` (see [`super::edits`]) → those tool calls, one per
 ///   step, then a sentence saying what it did;
 /// - agent with unanswered tool results → the first `PROJECT_<n>` marker in them, exactly, else a
 ///   sentence quoting the output;
-/// - agent asked to `read <path>` (with a `read` tool offered) → call `read` with `{"filePath": path}`;
+/// - agent asked to `read <path>` (with a `read` tool offered) → call it with `{"filePath": path}`;
 /// - "reply with the single word: X" (a connection check) → X;
-/// - "search knowledge for X" with a `…knowledge_search` tool offered → call it with `{"query": X}`;
-/// - "use skill X" with the runtime's `skill` tool offered → call it with `{"name": X}`;
+/// - "search knowledge for X" with a `…knowledge_search` tool offered (OpenCode names it
+///   `hearth_knowledge_search`, Claude Code `mcp__hearth__knowledge_search`) → call it with
+///   `{"query": X}`;
+/// - "use skill X" with the agent's `skill` tool offered → call it with `{"name": X}`;
 /// - otherwise → a deterministic reply echoing the prompt.
 pub fn default_reply(request: &ObservedRequest) -> Reply {
     // A connection check ("Reply with the single word: ready") gets exactly that word.
@@ -127,7 +132,11 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
         }
     }
     match request.kind {
-        RequestKind::Title => Reply::Text(title_for(&request.last_user_text())),
+        RequestKind::Title => {
+            let title = title_for(&request.last_user_text());
+            let structured = request.output_schema().is_some_and(|schema| schema.pointer("/properties/title").is_some());
+            Reply::Text(if structured { json!({ "title": title }).to_string() } else { title })
+        }
         RequestKind::Compaction => Reply::Text(summary_for(request)),
         RequestKind::Agent => {
             if let Some(reply) = super::edits::edit_reply(request) {
@@ -144,16 +153,16 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
             let prompt = request.last_user_text();
             // "search knowledge for <words>": the knowledge tool the gateway exposes, if granted.
             if let Some(query) = prompt.to_ascii_lowercase().split("search knowledge for").nth(1).map(|q| q.trim().trim_end_matches(['.', '?', '!']).to_string()) {
-                if let Some(tool) = request.tool_names().into_iter().find(|t| t.ends_with("knowledge_search")) {
-                    return Reply::tool_call(tool, json!({ "query": query }));
+                if let Some(tool) = request.tools().into_iter().find(|t| t.name.ends_with("knowledge_search")) {
+                    return Reply::tool_call(tool.name, tool.adapt(json!({ "query": query })));
                 }
             }
-            if let Some(name) = skill_request(&prompt).filter(|_| request.has_tool("skill")) {
-                return Reply::tool_call("skill", json!({ "name": name }));
+            if let Some((name, tool)) = skill_request(&prompt).zip(request.find_tool("skill")) {
+                return Reply::tool_call(tool.name, tool.adapt(json!({ "name": name })));
             }
-            match read_request(&prompt) {
-                Some(path) if request.has_tool("read") => Reply::tool_call("read", json!({ "filePath": path })),
-                _ => Reply::Text(format!("Scripted reply to: {}", excerpt(&prompt))),
+            match read_request(&prompt).zip(request.find_tool("read")) {
+                Some((path, tool)) => Reply::tool_call(tool.name, tool.adapt(json!({ "filePath": path }))),
+                None => Reply::Text(format!("Scripted reply to: {}", excerpt(&prompt))),
             }
         }
     }
@@ -210,7 +219,9 @@ pub fn find_marker(text: &str) -> Option<&str> {
 }
 
 fn title_for(prompt: &str) -> String {
-    let line = prompt.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or_default();
+    // Claude Code wraps the prompt in `<session>` … `</session>`: skip lines that are a lone tag.
+    let lone_tag = |line: &str| line.starts_with('<') && line.ends_with('>') && !line.contains(char::is_whitespace);
+    let line = prompt.lines().map(str::trim).find(|line| !line.is_empty() && !lone_tag(line)).unwrap_or_default();
     let words = line.split_whitespace().collect::<Vec<_>>().join(" ");
     let title = truncate_chars(&words, MAX_TITLE_CHARS);
     if title.is_empty() {
@@ -224,7 +235,7 @@ fn summary_for(request: &ObservedRequest) -> String {
     // The last user message is the compaction prompt itself; summarise the one before it.
     let users = request.user_texts();
     let previous = users.len().checked_sub(2).and_then(|i| users.get(i)).map_or("", String::as_str);
-    format!("{SUMMARY_PREFIX}: {} messages so far; last request: {}", request.messages().len(), excerpt(previous))
+    format!("{SUMMARY_PREFIX}: {} messages so far; last request: {}", request.turns().len(), excerpt(previous))
 }
 
 /// One line of at most [`MAX_ECHO_CHARS`] characters.
@@ -319,6 +330,29 @@ mod tests {
         let Reply::Text(summary) = default_reply(&observed(compaction_body())) else { panic!() };
         assert!(summary.starts_with(SUMMARY_PREFIX), "{summary}");
         assert!(summary.contains("Read marker.txt"), "{summary}");
+    }
+
+    #[test]
+    fn default_agent_calls_claude_codes_tools_by_their_schema() {
+        use super::super::anthropic::tests::{claude_body, claude_title_body, observed as claude, with_tool_result};
+        assert_eq!(default_reply(&claude(claude_body("read marker.txt"))), Reply::tool_call("Read", json!({"file_path": "marker.txt"})));
+        let answered = with_tool_result(claude_body("read marker.txt"), "Read", json!("     1\tPROJECT_9\n"));
+        assert_eq!(default_reply(&claude(answered)), Reply::text("PROJECT_9"));
+        assert_eq!(default_reply(&claude(claude_body("use skill alpha"))), Reply::tool_call("Skill", json!({"skill": "alpha"})));
+        assert_eq!(
+            default_reply(&claude(claude_body("Search knowledge for launch dates?"))),
+            Reply::tool_call("mcp__hearth__knowledge_search", json!({"query": "launch dates"}))
+        );
+        // Claude Code's title request wants `{"title": …}`; the `<session>` wrapper is no title.
+        assert_eq!(default_reply(&claude(claude_title_body("read marker.txt"))), Reply::text(r#"{"title":"read marker.txt"}"#));
+    }
+
+    #[test]
+    fn default_agent_finds_the_knowledge_tool_by_its_suffix() {
+        let mut body = agent_body("search knowledge for rust");
+        body["tools"].as_array_mut().unwrap().push(super::super::request::tests::tool("hearth_knowledge_search"));
+        assert_eq!(default_reply(&observed(body)), Reply::tool_call("hearth_knowledge_search", json!({"query": "rust"})));
+        assert!(matches!(default_reply(&observed(agent_body("search knowledge for rust"))), Reply::Text(_)), "without the tool, text");
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The HTTP side: a loopback-only, key-protected OpenAI-compatible endpoint. Connections are served
-//! by tasks this server owns, so shutting down (or dropping) the server ends every one of them.
+//! The HTTP side: a loopback-only, key-protected endpoint speaking OpenAI chat completions
+//! (`/v1/chat/completions`, for OpenCode) and Anthropic Messages (`/v1/messages`, for Claude Code),
+//! both answered by the same [`Script`]. Connections are served by tasks this server owns, so
+//! shutting down (or dropping) the server ends every one of them.
 
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -20,9 +22,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::anthropic;
 use super::hold::{HoldHandle, HoldRule, Holds};
 use super::record::Recorder;
-use super::request::ObservedRequest;
+use super::request::{Api, ObservedRequest};
 use super::script::{Reply, Script};
 use super::wire::{self, Message};
 
@@ -48,6 +51,10 @@ pub enum ModelServerError {
 
 struct Shared {
     api_key: String,
+    /// Part of every tool-call id: an agent keeps a session's history across a restart of Hearth,
+    /// and a new server's ids must never repeat an old one's (Claude Code takes a repeated id for
+    /// an interrupted call).
+    instance: String,
     script: RwLock<Script>,
     recorder: Recorder,
     holds: Arc<Holds>,
@@ -82,6 +89,7 @@ impl ScriptedModelServer {
         };
         let shared = Arc::new(Shared {
             api_key: format!("sk-hearth-{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()),
+            instance: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
             script: RwLock::new(script),
             recorder: Recorder::default(),
             holds: Arc::default(),
@@ -97,7 +105,13 @@ impl ScriptedModelServer {
         format!("http://{}/v1", self.addr)
     }
 
-    /// The key every request must carry as `Authorization: Bearer <key>`.
+    /// The Anthropic base URL (`ANTHROPIC_BASE_URL`), e.g. `http://127.0.0.1:PORT`: the client adds
+    /// `/v1/messages` itself.
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The key every request must carry, as `Authorization: Bearer <key>` or `x-api-key: <key>`.
     pub fn api_key(&self) -> &str {
         &self.shared.api_key
     }
@@ -164,8 +178,10 @@ impl std::fmt::Debug for ScriptedModelServer {
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(anthropic_messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/models", get(models))
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "No such route on the scripted model server.") })
+        .fallback(|request: Request| async move { error(api_of(request.uri().path()), Refusal::NotFound, "No such route on the scripted model server.") })
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
         // Outermost: the key is checked before any body is read.
         .layer(middleware::from_fn_with_state(shared.clone(), require_key))
@@ -226,14 +242,23 @@ async fn serve_connection(stream: TcpStream, router: Router, stop: CancellationT
     }
 }
 
+/// The API a path belongs to, for the shape of its error bodies.
+fn api_of(path: &str) -> Api {
+    if path.starts_with("/v1/messages") {
+        Api::AnthropicMessages
+    } else {
+        Api::ChatCompletions
+    }
+}
+
+/// The key as OpenAI clients send it (`Authorization: Bearer`) or Anthropic ones (`x-api-key`).
 async fn require_key(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    if !presented.is_some_and(|key| same_secret(key.trim().as_bytes(), shared.api_key.as_bytes())) {
-        return error(StatusCode::UNAUTHORIZED, "invalid_api_key", "Missing or wrong API key.");
+    let headers = request.headers();
+    let text = |name| headers.get(name).and_then(|value: &header::HeaderValue| value.to_str().ok());
+    let bearer = text(header::AUTHORIZATION.as_str()).and_then(|value| value.strip_prefix("Bearer "));
+    let presented = [bearer, text("x-api-key")];
+    if !presented.into_iter().flatten().any(|key| same_secret(key.trim().as_bytes(), shared.api_key.as_bytes())) {
+        return error(api_of(request.uri().path()), Refusal::Unauthorized, "Missing or wrong API key.");
     }
     next.run(request).await
 }
@@ -253,32 +278,56 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    answer(Api::ChatCompletions, &shared, &connection, &headers, body).await
+}
+
+async fn anthropic_messages(
+    State(shared): State<Arc<Shared>>,
+    Extension(connection): Extension<ConnectionControl>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(Api::AnthropicMessages, &shared, &connection, &headers, body).await
+}
+
+/// Not a model call: answered from the body's size, not recorded.
+async fn count_tokens(body: Bytes) -> Response {
+    Json(anthropic::token_count(body.len())).into_response()
+}
+
+/// Record the request, wait out any hold, and answer as the script says, in the request's API.
+async fn answer(api: Api, shared: &Shared, connection: &ConnectionControl, headers: &HeaderMap, body: Bytes) -> Response {
     let body_value = match parse_body(body.clone()).await {
         Ok(value @ Value::Object(_)) => value,
-        Ok(_) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "The body must be a JSON object."),
-        Err(refused) => return error(StatusCode::BAD_REQUEST, "invalid_request_error", &refused.to_string()),
+        Ok(_) => return error(api, Refusal::BadRequest, "The body must be a JSON object."),
+        Err(refused) => return error(api, Refusal::BadRequest, &refused.to_string()),
     };
-    let session_id = header_text(&headers, "x-session-id").or_else(|| header_text(&headers, "x-session-affinity"));
-    let request = shared.recorder.record(session_id, body_value, body);
-    tracing::debug!(seq = request.seq, kind = ?request.kind, session = ?request.session_id.as_deref().map(crate::host::logging::log_tag), bytes = request.body_bytes.len(), "scripted model request");
+    let session_id = ["x-session-id", "x-session-affinity", "x-claude-code-session-id"].into_iter().find_map(|name| header_text(headers, name));
+    let request = shared.recorder.record(api, session_id, body_value, body);
+    tracing::debug!(seq = request.seq, ?api, kind = ?request.kind, session = ?request.session_id.as_deref().map(crate::host::logging::log_tag), bytes = request.body_bytes.len(), "scripted model request");
 
     for hold in shared.holds.active() {
         if !hold.wait(&request, &shared.stop).await {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "server_shutdown", "The scripted model server is stopping.");
+            return error(api, Refusal::ShuttingDown, "The scripted model server is stopping.");
         }
     }
 
     let message = match shared.script().reply(&request) {
         Reply::Text(text) => Message::Text(text),
         Reply::ToolCall { name, arguments } => {
-            Message::ToolCall { id: format!("call_{}", request.seq), name, arguments: arguments.to_string() }
+            let id = match api {
+                Api::ChatCompletions => format!("call_{}_{}", shared.instance, request.seq),
+                Api::AnthropicMessages => anthropic::tool_use_id(&shared.instance, request.seq),
+            };
+            Message::ToolCall { id, name, arguments: arguments.to_string() }
         }
         Reply::Status { code, body } => return status_reply(code, body),
         Reply::PausedText { before, after, gate } => {
-            let events = wire::text_events(&request, &[&before, &after], MODEL_ID);
             // The first delta, then the rest once the gate opens.
-            let (first, rest) = events.split_at(1);
-            let (first, rest) = (first.to_vec(), rest.to_vec());
+            let (first, rest) = match api {
+                Api::ChatCompletions => wire::paused_events(&request, &before, &after, MODEL_ID),
+                Api::AnthropicMessages => anthropic::paused_events(&request, &before, &after, MODEL_ID),
+            };
             use futures::StreamExt as _;
             let stream = futures::stream::iter(first)
                 .chain(futures::stream::once(async move {
@@ -287,7 +336,7 @@ async fn chat_completions(
                 })
                 .flatten())
                 .map(|event| Ok::<_, Infallible>(Bytes::from(event)));
-            return ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(stream)).into_response();
+            return event_stream(Body::from_stream(stream));
         }
         Reply::Drop => {
             connection.0.cancel();
@@ -295,17 +344,20 @@ async fn chat_completions(
             return std::future::pending().await;
         }
     };
-    if request.stream {
-        let events = wire::stream_events(&request, &message, MODEL_ID);
-        let chunks = futures::stream::iter(events.into_iter().map(|event| Ok::<_, Infallible>(Bytes::from(event))));
-        (
-            [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
-            Body::from_stream(chunks),
-        )
-            .into_response()
-    } else {
-        Json(wire::completion(&request, &message, MODEL_ID)).into_response()
+    match (api, request.stream) {
+        (Api::ChatCompletions, true) => event_stream(events_body(wire::stream_events(&request, &message, MODEL_ID))),
+        (Api::AnthropicMessages, true) => event_stream(events_body(anthropic::stream_events(&request, &message, MODEL_ID))),
+        (Api::ChatCompletions, false) => Json(wire::completion(&request, &message, MODEL_ID)).into_response(),
+        (Api::AnthropicMessages, false) => Json(anthropic::message_object(&request, &message, MODEL_ID)).into_response(),
     }
+}
+
+fn events_body(events: Vec<String>) -> Body {
+    Body::from_stream(futures::stream::iter(events.into_iter().map(|event| Ok::<_, Infallible>(Bytes::from(event)))))
+}
+
+fn event_stream(body: Body) -> Response {
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
 /// Why a request body was refused; its Display is the error message the client gets.
@@ -337,7 +389,45 @@ fn status_reply(code: u16, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-/// An OpenAI-shaped error body.
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, Json(json!({"error": {"message": message, "type": code, "code": code}}))).into_response()
+/// Why the server refused a request.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Unauthorized,
+    BadRequest,
+    NotFound,
+    ShuttingDown,
+}
+
+impl Refusal {
+    fn status(self) -> StatusCode {
+        match self {
+            Refusal::Unauthorized => StatusCode::UNAUTHORIZED,
+            Refusal::BadRequest => StatusCode::BAD_REQUEST,
+            Refusal::NotFound => StatusCode::NOT_FOUND,
+            Refusal::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The error code each API's clients know for it.
+    fn code(self, api: Api) -> &'static str {
+        match (api, self) {
+            (Api::ChatCompletions, Refusal::Unauthorized) => "invalid_api_key",
+            (Api::AnthropicMessages, Refusal::Unauthorized) => "authentication_error",
+            (_, Refusal::BadRequest) => "invalid_request_error",
+            (Api::ChatCompletions, Refusal::NotFound) => "not_found",
+            (Api::AnthropicMessages, Refusal::NotFound) => "not_found_error",
+            (Api::ChatCompletions, Refusal::ShuttingDown) => "server_shutdown",
+            (Api::AnthropicMessages, Refusal::ShuttingDown) => "overloaded_error",
+        }
+    }
+}
+
+/// An error body shaped as the request's API shapes them.
+fn error(api: Api, refusal: Refusal, message: &str) -> Response {
+    let code = refusal.code(api);
+    let body = match api {
+        Api::ChatCompletions => json!({"error": {"message": message, "type": code, "code": code}}),
+        Api::AnthropicMessages => anthropic::error_body(code, message),
+    };
+    (refusal.status(), Json(body)).into_response()
 }

@@ -1,4 +1,4 @@
-//! The OpenAI chat-completions wire format of a reply: SSE chunks for `stream: true`, one
+//! The OpenAI chat-completions wire format of a reply (the Anthropic one is in [`super::anthropic`]): SSE chunks for `stream: true`, one
 //! `chat.completion` object otherwise. Tool calls are streamed the way OpenCode's
 //! `@ai-sdk/openai-compatible` provider accepts them: name first, then argument pieces.
 
@@ -11,7 +11,7 @@ pub const MAX_TEXT_DELTAS: usize = 3;
 /// Streamed tool arguments are sent in this many pieces at most.
 pub const MAX_ARGUMENT_DELTAS: usize = 2;
 /// Rough bytes per token for the usage the scripted model reports.
-const BYTES_PER_TOKEN: usize = 4;
+pub(super) const BYTES_PER_TOKEN: usize = 4;
 
 /// What a model message carries, before encoding.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +28,7 @@ impl Message {
         }
     }
 
-    fn output_len(&self) -> usize {
+    pub(super) fn output_len(&self) -> usize {
         match self {
             Message::Text(text) => text.len(),
             Message::ToolCall { name, arguments, .. } => name.len() + arguments.len(),
@@ -62,7 +62,7 @@ fn usage(request: &ObservedRequest, message: &Message) -> Value {
 }
 
 /// Cut `text` into at most `pieces` non-empty parts on character boundaries.
-fn split(text: &str, pieces: usize) -> Vec<&str> {
+pub(super) fn split(text: &str, pieces: usize) -> Vec<&str> {
     let chars = text.chars().count();
     if chars == 0 {
         return vec![text];
@@ -87,9 +87,12 @@ pub fn stream_events(request: &ObservedRequest, message: &Message, default_model
     events_with_pieces(request, message, &pieces, default_model)
 }
 
-/// The SSE events of a text streamed as exactly these `pieces` (one content delta each).
-pub fn text_events(request: &ObservedRequest, pieces: &[&str], default_model: &str) -> Vec<String> {
-    events_with_pieces(request, &Message::Text(pieces.concat()), pieces, default_model)
+/// A text streamed as `before` then `after`: the events up to and including the `before` delta, and
+/// the rest.
+pub fn paused_events(request: &ObservedRequest, before: &str, after: &str, default_model: &str) -> (Vec<String>, Vec<String>) {
+    let mut head = events_with_pieces(request, &Message::Text(format!("{before}{after}")), &[before, after], default_model);
+    let tail = head.split_off(1);
+    (head, tail)
 }
 
 fn events_with_pieces(request: &ObservedRequest, message: &Message, pieces: &[&str], default_model: &str) -> Vec<String> {

@@ -4,7 +4,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::error::{check_name, StoreError, StoreResult};
 use super::{expect_one, from_json_list, new_id, now_ms, to_json_list, Store, MAX_LIBRARIES_PER_CONVERSATION, MAX_NAME_CHARS};
-use crate::runtime::WorkMode;
+use crate::runtime::{RuntimeChoice, WorkMode};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
@@ -23,9 +23,11 @@ pub struct Conversation {
     pub library_ids: Vec<String>,
     /// When the conversation was last compacted, if ever.
     pub compacted_at: Option<i64>,
+    /// Its own runtime choice; `None` follows the project's until the first message fixes it.
+    pub runtime: Option<RuntimeChoice>,
 }
 
-const COLUMNS: &str = "id, project_id, title, created_at, updated_at, native_session_id, profile_id, work_mode, library_ids, compacted_at";
+const COLUMNS: &str = "id, project_id, title, created_at, updated_at, native_session_id, profile_id, work_mode, library_ids, compacted_at, runtime";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -39,6 +41,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
         work_mode: work_mode_from_str(&row.get::<_, String>(7)?),
         library_ids: from_json_list(&row.get::<_, String>(8)?),
         compacted_at: row.get(9)?,
+        runtime: row.get::<_, Option<String>>(10)?.map(|t| RuntimeChoice::from_stored(&t)),
     })
 }
 
@@ -79,6 +82,7 @@ impl Store {
             work_mode: WorkMode::Execute,
             library_ids: Vec::new(),
             compacted_at: None,
+            runtime: None,
         };
         inner.conn.execute(
             "INSERT INTO conversations (id, project_id, title, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
@@ -131,6 +135,27 @@ impl Store {
             self.get_profile(profile_id)?;
         }
         self.update_conversation(id, "profile_id = ?2", profile_id)
+    }
+
+    /// Choose the conversation's own runtime (`None` follows the project's). Only before its first
+    /// message: its native session lives in the runtime that started it.
+    pub fn set_conversation_runtime(&self, id: &str, runtime: Option<&RuntimeChoice>) -> StoreResult<()> {
+        let inner = self.lock();
+        let has_messages: bool = inner.conn.query_row("SELECT EXISTS(SELECT 1 FROM messages WHERE conversation_id = ?1)", [id], |r| r.get(0))?;
+        if has_messages {
+            return Err(StoreError::RuntimeFixed);
+        }
+        let changed = inner.conn.execute("UPDATE conversations SET runtime = ?2 WHERE id = ?1", params![id, runtime.map(RuntimeChoice::as_stored)])?;
+        expect_one(changed, "conversation", id)
+    }
+
+    /// The runtime that runs the conversation: its own choice, else — fixed now, at its first
+    /// message — the project's. Returns the choice in force.
+    pub fn fix_conversation_runtime(&self, id: &str, project_choice: &RuntimeChoice) -> StoreResult<RuntimeChoice> {
+        let inner = self.lock();
+        inner.conn.execute("UPDATE conversations SET runtime = ?2 WHERE id = ?1 AND runtime IS NULL", params![id, project_choice.as_stored()])?;
+        let stored: Option<String> = inner.conn.query_row("SELECT runtime FROM conversations WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten();
+        stored.map(|t| RuntimeChoice::from_stored(&t)).ok_or_else(|| StoreError::NotFound { what: "conversation", id: id.to_owned() })
     }
 
     pub fn set_work_mode(&self, id: &str, mode: WorkMode) -> StoreResult<()> {

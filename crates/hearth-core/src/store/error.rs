@@ -46,6 +46,8 @@ pub enum StoreError {
     StatusChange { from: MessageStatus, to: MessageStatus },
     #[error("Only a reply being written can receive text; this message is {status}.")]
     NotStreaming { status: MessageStatus },
+    #[error("This conversation already has messages, so it keeps its runtime; start a new conversation to use another.")]
+    RuntimeFixed,
     #[error("The setting {key} is too large ({}; the limit is {}).", human_bytes(*bytes), human_bytes(MAX_SETTING_VALUE_BYTES))]
     SettingTooLarge { key: String, bytes: usize },
 }

@@ -20,6 +20,7 @@
 //!   and every read sees it; after a crash, [`Store::recover_interrupted`] marks unfinished replies
 //!   as errors with a sentence, and the user's own messages are never touched.
 
+mod agents;
 mod bounds;
 mod conversations;
 mod fork;
@@ -44,12 +45,13 @@ use rusqlite::Connection;
 
 use crate::store::secrets::{SecretStore, SecretsBackend};
 
+pub use agents::MAX_CUSTOM_AGENTS;
 pub use bounds::*;
 pub use conversations::Conversation;
 pub use error::{human_bytes, StoreError, StoreResult};
 pub use mcp_servers::{McpServer, McpServerInput};
 pub use messages::{Attachment, Message, MessageRole, MessageStatus, NewAttachment, ToolCall, ToolCallStatus};
-pub use profiles::{ModelProfile, ModelProtocol, ProfileInput, BUILTIN_SCRIPTED_BASE_URL, BUILTIN_SCRIPTED_PROFILE_ID, BUILTIN_SCRIPTED_PROFILE_NAME};
+pub use profiles::{anthropic_root, ModelProfile, ModelProtocol, ProfileInput, BUILTIN_SCRIPTED_BASE_URL, BUILTIN_SCRIPTED_PROFILE_ID, BUILTIN_SCRIPTED_PROFILE_NAME};
 pub use projects::Project;
 pub use schema::{SCHEMA_VERSION, MIGRATIONS};
 pub use settings::{peek_runtime_binary_override, AppSettings, Theme};

@@ -16,22 +16,41 @@ pub const BUILTIN_SCRIPTED_PROFILE_NAME: &str = "Built-in scripted model";
 /// with the live server's address when it builds the runtime configuration.
 pub const BUILTIN_SCRIPTED_BASE_URL: &str = "builtin:scripted";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, specta::Type)]
+/// The API a profile's endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub enum ModelProtocol {
-    /// OpenAI-compatible `/chat/completions`.
+    /// OpenAI-compatible `/chat/completions`; the base URL ends where `/chat/completions` goes
+    /// (`https://api.openai.com/v1`).
     OpenAiChatCompletions,
+    /// Anthropic Messages (`/v1/messages`): Anthropic's API and the endpoints compatible with it;
+    /// Claude Code uses such a profile too. The base URL is the API's root
+    /// (`https://api.anthropic.com`), with or without `/v1`.
+    AnthropicMessages,
 }
 
 impl ModelProtocol {
     fn as_str(self) -> &'static str {
         match self {
             Self::OpenAiChatCompletions => "openAiChatCompletions",
+            Self::AnthropicMessages => "anthropicMessages",
         }
     }
-    fn parse(_text: &str) -> Self {
-        Self::OpenAiChatCompletions
+
+    /// A stored protocol; one this build does not know (from a newer Hearth) reads as OpenAI's.
+    fn parse(text: &str) -> Self {
+        match text {
+            "anthropicMessages" => Self::AnthropicMessages,
+            _ => Self::OpenAiChatCompletions,
+        }
     }
+}
+
+/// An Anthropic base URL without a trailing `/` or `/v1`: what Claude Code's `ANTHROPIC_BASE_URL`
+/// takes (its clients add `/v1/messages`).
+pub fn anthropic_root(base_url: &str) -> &str {
+    let base = base_url.trim_end_matches('/');
+    base.strip_suffix("/v1").unwrap_or(base)
 }
 
 /// A profile as the UI sees it.

@@ -6,22 +6,34 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::error::{check_name, StoreError, StoreResult};
 use super::{expect_one, new_id, now_ms, Store, MAX_NAME_CHARS, MAX_PROJECTS};
-use crate::runtime::OutsideProject;
+use crate::runtime::{OutsideProject, RuntimeChoice};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, specta::Type)]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
     pub id: String,
     pub name: String,
-    /// Canonical real path of the folder.
+    /// Canonical real path of the folder (on `host`, for a project there).
     pub path: String,
+    /// The host the folder is on (anything `ssh` takes); `None` for a folder on this machine.
+    pub host: Option<String>,
     pub added_at: i64,
     pub last_opened_at: i64,
     /// What happens when the agent reaches outside the folder: refused, or the user is asked.
     pub outside_project: OutsideProject,
+    /// Which runtime runs its new conversations.
+    pub runtime: RuntimeChoice,
 }
 
-const COLUMNS: &str = "id, name, path, added_at, last_opened_at, outside_project";
+const COLUMNS: &str = "id, name, path, added_at, last_opened_at, outside_project, runtime, host";
+
+/// The `path` column of a project on `host`: unique across hosts and this machine.
+fn locator(host: Option<&str>, path: &str) -> String {
+    match host {
+        Some(host) => format!("ssh://{host}{path}"),
+        None => path.to_string(),
+    }
+}
 
 fn outside_text(policy: OutsideProject) -> &'static str {
     match policy {
@@ -33,7 +45,22 @@ fn outside_text(policy: OutsideProject) -> &'static str {
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
     // Anything but "ask" reads as the safe default.
     let outside = if row.get::<_, String>(5)? == "ask" { OutsideProject::Ask } else { OutsideProject::Deny };
-    Ok(Project { id: row.get(0)?, name: row.get(1)?, path: row.get(2)?, added_at: row.get(3)?, last_opened_at: row.get(4)?, outside_project: outside })
+    let host: Option<String> = row.get(7)?;
+    let stored: String = row.get(2)?;
+    let path = match &host {
+        Some(h) => stored.strip_prefix(&format!("ssh://{h}")).map(str::to_owned).unwrap_or(stored),
+        None => stored,
+    };
+    Ok(Project {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        path,
+        host,
+        added_at: row.get(3)?,
+        last_opened_at: row.get(4)?,
+        outside_project: outside,
+        runtime: RuntimeChoice::from_stored(&row.get::<_, String>(6)?),
+    })
 }
 
 impl Store {
@@ -42,14 +69,22 @@ impl Store {
     /// already there instead of failing.
     pub fn add_project(&self, folder: &Path) -> StoreResult<Project> {
         let space = crate::space::resolve_local(folder)?;
+        self.add_project_in(&space)
+    }
+
+    /// Remember the folder `space` names — on this machine, or already resolved on its host — as a
+    /// project named after the folder; the project already there for it, if there is one.
+    pub fn add_project_in(&self, space: &crate::space::ExecutionSpace) -> StoreResult<Project> {
         let path = space.root.to_string_lossy().into_owned();
+        let host = space.host().map(str::to_owned);
         let name = space.root.file_name().map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
         let name: String = name.chars().take(MAX_NAME_CHARS).collect();
+        let stored = locator(host.as_deref(), &path);
 
         let inner = self.lock();
         let existing = inner
             .conn
-            .query_row(&format!("SELECT {COLUMNS} FROM projects WHERE path = ?1"), [&path], from_row)
+            .query_row(&format!("SELECT {COLUMNS} FROM projects WHERE path = ?1"), [&stored], from_row)
             .optional()?;
         if let Some(project) = existing {
             return Ok(project);
@@ -59,12 +94,21 @@ impl Store {
             return Err(StoreError::TooMany { what: "projects", max: MAX_PROJECTS });
         }
         let now = now_ms();
-        let project = Project { id: new_id(), name, path, added_at: now, last_opened_at: now, outside_project: OutsideProject::default() };
+        let project = Project {
+            id: new_id(),
+            name,
+            path,
+            host,
+            added_at: now,
+            last_opened_at: now,
+            outside_project: OutsideProject::default(),
+            runtime: RuntimeChoice::default(),
+        };
         inner.conn.execute(
-            &format!("INSERT INTO projects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            params![project.id, project.name, project.path, project.added_at, project.last_opened_at, outside_text(project.outside_project)],
+            &format!("INSERT INTO projects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+            params![project.id, project.name, stored, project.added_at, project.last_opened_at, outside_text(project.outside_project), project.runtime.as_stored(), project.host],
         )?;
-        tracing::info!(id = %project.id, path = %project.path, "project added");
+        tracing::info!(id = %project.id, path = %project.path, host = ?project.host, "project added");
         Ok(project)
     }
 
@@ -98,6 +142,13 @@ impl Store {
     /// effect from the next message of each conversation.
     pub fn set_project_outside_policy(&self, id: &str, policy: OutsideProject) -> StoreResult<()> {
         let changed = self.lock().conn.execute("UPDATE projects SET outside_project = ?2 WHERE id = ?1", params![id, outside_text(policy)])?;
+        expect_one(changed, "project", id)
+    }
+
+    /// Which runtime runs the project's conversations from now on (conversations that already
+    /// have messages keep theirs).
+    pub fn set_project_runtime(&self, id: &str, runtime: &RuntimeChoice) -> StoreResult<()> {
+        let changed = self.lock().conn.execute("UPDATE projects SET runtime = ?2 WHERE id = ?1", params![id, runtime.as_stored()])?;
         expect_one(changed, "project", id)
     }
 

@@ -139,6 +139,31 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX turn_changes_by_conversation ON turn_changes(conversation_id);
         ",
     },
+    Migration {
+        name: "add_runtime_choice",
+        sql: "
+            -- Which runtime runs a project's conversations (`opencode`, `acp:<agent>`), and a
+            -- conversation's own choice, fixed at its first message.
+            ALTER TABLE projects ADD COLUMN runtime TEXT NOT NULL DEFAULT 'opencode';
+            ALTER TABLE conversations ADD COLUMN runtime TEXT;
+            -- Agents the user added by their command line (a JSON array: program, arguments).
+            CREATE TABLE acp_agents (
+                id         TEXT PRIMARY KEY,
+                name       TEXT NOT NULL,
+                command    TEXT NOT NULL,
+                created_at INTEGER NOT NULL
+            );
+        ",
+    },
+    Migration {
+        name: "add_project_host",
+        sql: "
+            -- The host of a project on another machine (anything ssh takes); NULL for a local one.
+            -- Its `path` is then `ssh://<host><path>`, so the UNIQUE path still means one project
+            -- per folder.
+            ALTER TABLE projects ADD COLUMN host TEXT;
+        ",
+    },
 ];
 
 /// The version this build writes.

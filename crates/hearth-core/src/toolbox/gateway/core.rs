@@ -8,6 +8,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, Tool};
 use serde_json::Value;
 
+use super::credentials::{CredentialSession, Credentials};
 use super::custom::{CustomServer, CALL_TIMEOUT, START_TIMEOUT};
 use super::grants::{constant_time_eq, random_text, token_tag, GrantError, Grants};
 use super::knowledge_tools::{self as knowledge, KnowledgeAccess};
@@ -46,12 +47,21 @@ pub(super) struct Core {
     /// written by Hearth's plugin, not by a model.
     pub stamp_key: String,
     pub sessions: Sessions,
+    /// Session credentials of agents that reach the gateway themselves (ACP).
+    pub credentials: Credentials,
     pub servers: RwLock<Vec<Arc<CustomServer>>>,
     pub knowledge: Option<Arc<dyn KnowledgeAccess>>,
     pub frozen: Mutex<HashMap<String, Frozen>>,
     pub log: CallLog,
     pub limits: GatewayLimits,
+    /// Runtimes on other hosts, by the local ssh process that carries their connections, each with
+    /// a stamp key of its own (handed to it at launch, never served over the link).
+    pub links: RwLock<HashMap<u32, String>>,
 }
+
+/// The local process a request's connection came from (the runtime's, or an ssh link's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerPid(pub u32);
 
 fn refusal(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
@@ -63,12 +73,24 @@ impl Core {
             grants: Grants::with_clock(clock),
             stamp_key: random_text(STAMP_KEY_BYTES),
             sessions: Sessions::default(),
+            credentials: Credentials::default(),
             servers: RwLock::new(Vec::new()),
             knowledge,
             frozen: Mutex::new(HashMap::new()),
             log: CallLog::default(),
             limits,
+            links: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Whether `pid` is the ssh link of a runtime on another host.
+    pub fn is_link(&self, pid: u32) -> bool {
+        self.links.read().unwrap().contains_key(&pid)
+    }
+
+    /// The key a stamp from `caller` must carry: its link's own, else the local runtimes'.
+    fn stamp_key_for(&self, caller: Option<CallerPid>) -> String {
+        caller.and_then(|CallerPid(pid)| self.links.read().unwrap().get(&pid).cloned()).unwrap_or_else(|| self.stamp_key.clone())
     }
 
     fn servers(&self) -> Vec<Arc<CustomServer>> {
@@ -130,21 +152,28 @@ impl Core {
         format!("{}:{session_id}", self.stamp_key)
     }
 
-    /// The session a stamp names, if the stamp carries the key.
-    fn session_of_stamp<'a>(&self, stamp: Option<&'a str>) -> Result<Option<&'a str>, AuthError> {
+    /// The session a stamp names, if the stamp carries the key of the runtime it came from.
+    fn session_of_stamp<'a>(&self, stamp: Option<&'a str>, caller: Option<CallerPid>) -> Result<Option<&'a str>, AuthError> {
         let Some(stamp) = stamp.filter(|s| !s.is_empty()) else { return Ok(None) };
+        let expected = self.stamp_key_for(caller);
         match stamp.split_once(':') {
-            Some((key, session)) if constant_time_eq(key.as_bytes(), self.stamp_key.as_bytes()) => Ok(Some(session)),
+            Some((key, session)) if constant_time_eq(key.as_bytes(), expected.as_bytes()) => Ok(Some(session)),
             _ => Err(AuthError::ForgedStamp),
         }
     }
 
-    pub async fn call(&self, request: CallToolRequestParams) -> CallToolResult {
+    /// Serve one tool call. `credential` is the session a session credential named (an ACP
+    /// agent's call); without one, the call's stamp names it (OpenCode's plugin).
+    pub async fn call(&self, request: CallToolRequestParams, credential: Option<CredentialSession>, caller: Option<CallerPid>) -> CallToolResult {
         let name = request.name.to_string();
         let mut args: JsonObject = request.arguments.unwrap_or_default();
         // Strip the stamp first: nothing downstream ever sees it.
         let stamp = args.remove(SESSION_ARG).and_then(|v| v.as_str().map(str::to_owned));
-        let session = self.session_of_stamp(stamp.as_deref());
+        let session = match &credential {
+            // A model-written stamp cannot move a credential's call to another session.
+            Some(CredentialSession(session)) => session.as_deref().ok_or(AuthError::UnboundSession).map(Some),
+            None => self.session_of_stamp(stamp.as_deref(), caller),
+        };
         let authorized = match &session {
             Ok(session) => self.sessions.authorize_waiting(&self.grants, *session, self.limits.unbound_session_wait).await,
             Err(e) => Err(e.clone()),

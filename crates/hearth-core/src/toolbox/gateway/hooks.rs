@@ -86,4 +86,16 @@ impl RunHooks for GatewayRunHooks {
         self.pending.lock().unwrap().remove(request_id);
         self.gateway.request_ended(request_id);
     }
+
+    fn issue_credential(&self) -> Option<crate::runtime::SessionCredential> {
+        Some(self.gateway.issue_credential())
+    }
+
+    fn bind_credential(&self, credential_id: &str, session_id: &str) {
+        self.gateway.bind_credential(credential_id, session_id)
+    }
+
+    fn revoke_credential(&self, credential_id: &str) {
+        self.gateway.revoke_credential(credential_id)
+    }
 }

@@ -22,6 +22,8 @@
 
 pub mod callers;
 mod core;
+pub mod bridge;
+mod credentials;
 pub mod custom;
 pub mod fixture;
 pub mod grants;
@@ -50,7 +52,7 @@ pub use grants::{CapabilityToken, GrantError, GrantScope, DEFAULT_GRANT_TTL};
 pub use hooks::{GatewayRunHooks, RunGrant};
 pub use knowledge_tools::{InMemoryKnowledge, KnowledgeAccess, KnowledgeDoc, KnowledgeHit, KnowledgeRefusal};
 pub use naming::GATEWAY_MCP_NAME;
-pub use plugin::{preseed_plugin_dependencies, SESSION_ARG};
+pub use plugin::{preseed_plugin_dependencies, PLUGIN_FILE_NAME, SESSION_ARG};
 pub use record::ForwardedCall;
 pub use server::{FORBIDDEN_SENTENCE, MCP_PATH, STAMP_KEY_PATH, UNAUTHORIZED_SENTENCE};
 pub use sessions::{AuthError, UNBOUND_SESSION_WAIT};
@@ -143,13 +145,70 @@ impl Gateway {
     pub fn plugin(&self, dir: &Path) -> Result<PluginSource, GatewayError> {
         let secret_file = self.write_secret_file(dir)?;
         let key_url = format!("http://{}{STAMP_KEY_PATH}", self.addr);
-        Ok(PluginSource { file_name: plugin::PLUGIN_FILE_NAME.into(), source: plugin::plugin_source(&key_url, &secret_file) })
+        let source = plugin::plugin_source(plugin::StampKeyFrom::Gateway { key_url: &key_url, secret_file: &secret_file });
+        Ok(PluginSource { file_name: plugin::PLUGIN_FILE_NAME.into(), source })
+    }
+
+    /// The plugin for a runtime on another host: its stamp key comes from the guard (see
+    /// [`Gateway::register_link`]), never from the gateway.
+    pub fn remote_plugin(&self) -> PluginSource {
+        PluginSource { file_name: plugin::PLUGIN_FILE_NAME.into(), source: plugin::plugin_source(plugin::StampKeyFrom::Guard) }
+    }
+
+    /// The runtime's `mcp` entry on another host: the gateway through the remote end of the link's
+    /// reverse forward (`{env:…}` names its port, set at launch), the secret from `secret_file`
+    /// there.
+    pub fn remote_mcp_entry(&self, port_env: &str, secret_file: &str) -> Value {
+        json!({ "type": "remote", "url": format!("http://127.0.0.1:{{env:{port_env}}}{MCP_PATH}"), "headers": { "authorization": format!("Bearer {{file:{secret_file}}}") }, "oauth": false })
+    }
+
+    /// The gateway's secret, for a runtime on another host (written into a private file there).
+    pub fn secret(&self) -> &str {
+        &self.secret
     }
 
     /// The stamp the plugin writes under [`SESSION_ARG`] for a call made in `session_id`. For a
     /// caller that speaks MCP to the gateway itself (tests, benchmarks); never log it.
     pub fn stamp(&self, session_id: &str) -> String {
         self.core.stamp(session_id)
+    }
+
+    /// A runtime on another host reaches the gateway through the ssh link whose local process is
+    /// `link_pid`: its calls must be stamped with the key returned (given to that runtime at
+    /// launch), and nothing arriving over the link may fetch the local runtimes' key.
+    pub fn register_link(&self, link_pid: u32) -> String {
+        let key = grants::random_text(core::STAMP_KEY_BYTES);
+        self.core.links.write().unwrap().insert(link_pid, key.clone());
+        key
+    }
+
+    /// The link is gone: its key opens nothing any more.
+    pub fn forget_link(&self, link_pid: u32) {
+        self.core.links.write().unwrap().remove(&link_pid);
+    }
+
+    /// The local loopback address the gateway listens on (for forwards from other hosts).
+    pub fn local_port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// A credential for one session of an agent that reaches the gateway itself (ACP): its calls
+    /// act for the request running on the session it is bound to ([`Gateway::bind_credential`]).
+    pub fn issue_credential(&self) -> crate::runtime::SessionCredential {
+        self.core.credentials.issue()
+    }
+
+    pub fn bind_credential(&self, credential_id: &str, session_id: &str) {
+        self.core.credentials.bind(credential_id, session_id)
+    }
+
+    pub fn revoke_credential(&self, credential_id: &str) {
+        self.core.credentials.revoke(credential_id)
+    }
+
+    /// Session credentials alive now (diagnostics, tests).
+    pub fn live_credentials(&self) -> usize {
+        self.core.credentials.count()
     }
 
     /// Issue the capability token for one request. Grant before the run, end with
@@ -275,7 +334,8 @@ impl Gateway {
     }
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Write `bytes` to `path`, readable and writable by the user only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;

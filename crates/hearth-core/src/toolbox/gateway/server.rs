@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +23,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::callers::AllowedCallers;
-use super::core::Core;
+use super::core::{CallerPid, Core};
+use super::credentials::{Claim, CredentialSession};
 use super::grants::{constant_time_eq, token_tag};
 use crate::host::peer::Peer;
 
@@ -57,8 +58,12 @@ impl ServerHandler for Handler {
         Ok(ListToolsResult::with_all_items(self.core.tool_list().await))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, _context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.core.call(request).await.into())
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        // The HTTP layer put the session a session credential named on the request (see `authorize`).
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let credential = parts.and_then(|parts| parts.extensions.get::<CredentialSession>().cloned());
+        let caller = parts.and_then(|parts| parts.extensions.get::<CallerPid>().copied());
+        Ok(self.core.call(request, credential, caller).await.into())
     }
 }
 
@@ -80,6 +85,7 @@ impl HttpServer {
 
 /// What every request must pass: the gateway secret, from a connection the runtime holds.
 struct Guard {
+    core: Arc<Core>,
     secret_hash: [u8; 32],
     callers: AllowedCallers,
     addr: SocketAddr,
@@ -112,11 +118,19 @@ pub(super) async fn serve(core: Arc<Core>, secret: &str, callers: AllowedCallers
         // gateway's state lives in its grants, not in MCP sessions.
         .with_legacy_session_mode(false)
         .with_json_response(true);
+    let guard_core = core.clone();
+    let stamp_core = core.clone();
     let service = StreamableHttpService::new(move || Ok(Handler { core: core.clone() }), Arc::new(LocalSessionManager::default()), config);
-    let guard = Arc::new(Guard { secret_hash: Sha256::digest(secret.as_bytes()).into(), callers, addr });
+    let guard = Arc::new(Guard { core: guard_core, secret_hash: Sha256::digest(secret.as_bytes()).into(), callers, addr });
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
-        .route(STAMP_KEY_PATH, post(move || async move { stamp_key }))
+        .route(STAMP_KEY_PATH, post(move |Extension(CallerPid(pid)): Extension<CallerPid>| async move {
+            // A runtime on another host got its own key at launch: nothing on that host may fetch one.
+            if stamp_core.is_link(pid) {
+                return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
+            }
+            stamp_key.into_response()
+        }))
         .layer(middleware::from_fn_with_state(guard, authorize));
     let shutdown = cancel.clone();
     let task = tokio::spawn(async move {
@@ -129,16 +143,19 @@ pub(super) async fn serve(core: Arc<Core>, secret: &str, callers: AllowedCallers
     Ok(HttpServer { addr, cancel, task })
 }
 
-/// 401 unless `Authorization: Bearer <secret>` (compared as hashes, in constant time); 403 unless
-/// the connection's client socket is held by an allowed process.
-async fn authorize(State(guard): State<Arc<Guard>>, ConnectInfo(connection): ConnectInfo<Connection>, request: Request, next: Next) -> Response {
+/// 401 unless `Authorization: Bearer <secret>` (compared as hashes, in constant time) or a session
+/// credential (which the request then carries to the tool call); 403 unless the connection's
+/// client socket is held by an allowed process.
+async fn authorize(State(guard): State<Arc<Guard>>, ConnectInfo(connection): ConnectInfo<Connection>, mut request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| v[7..].trim()));
-    match presented {
+        .and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| v[7..].trim().to_string()));
+    let credential = presented.as_deref().and_then(|p| guard.core.credentials.session_of(p));
+    match presented.as_deref() {
         Some(secret) if constant_time_eq(&Sha256::digest(secret.as_bytes()), &guard.secret_hash) => {}
+        Some(_) if credential.is_some() => {}
         other => {
             tracing::warn!(presented = %other.map(token_tag).unwrap_or_else(|| "none".into()), "gateway request without its secret refused");
             return (StatusCode::UNAUTHORIZED, UNAUTHORIZED_SENTENCE).into_response();
@@ -164,6 +181,20 @@ async fn authorize(State(guard): State<Arc<Guard>>, ConnectInfo(connection): Con
                 tracing::warn!(%client, error = %e, "gateway request refused: the process check stopped");
                 return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
             }
+        }
+    }
+    let pid = *connection.verified.get().expect("verified above");
+    request.extensions_mut().insert(CallerPid(pid));
+    if credential.is_some() {
+        match guard.core.credentials.claim(presented.as_deref().unwrap_or_default(), pid) {
+            Claim::Session(session) => {
+                request.extensions_mut().insert(session);
+            }
+            Claim::HeldByAnother => {
+                tracing::warn!(pid, "a session credential presented by a second process refused");
+                return (StatusCode::FORBIDDEN, FORBIDDEN_SENTENCE).into_response();
+            }
+            Claim::Unknown => return (StatusCode::UNAUTHORIZED, UNAUTHORIZED_SENTENCE).into_response(),
         }
     }
     next.run(request).await
