@@ -435,6 +435,12 @@ export type FileDiff = {
 	pages: number,
 };
 
+/**  A runtime's process group measured on its host. */
+export type HostMemory = {
+	rssBytes: number,
+	processes: number,
+};
+
 /**  What the window shows of a host. */
 export type HostState = 
 /**  Connected now. */
@@ -740,6 +746,8 @@ export type RuntimeMemory = {
 	pid: number,
 	rssBytes: number,
 	processes: number,
+	/**  The host the process runs on (measured there), or none for this machine. */
+	host: string | null,
 };
 
 export type RuntimeReport = {
@@ -768,6 +776,11 @@ export type RuntimeStatus = {
 	uptimeMs: number | null,
 	/**  The host it runs on, when not this machine (its pid is the host's). */
 	host: string | null,
+	/**
+	 *  On another host, the memory of the runtime's process group there, as its keeper last
+	 *  measured it (here, Diagnostics measures the process tree itself).
+	 */
+	hostMemory: HostMemory | null,
 };
 
 export type SearchHit = {

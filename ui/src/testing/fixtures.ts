@@ -13,7 +13,7 @@ export function runtimeProcess(launches: number, lastExit: string | null, recycl
     facades: 1,
     activeRuns: 0,
     warmInstances: [],
-    runtime: { running: true, pid: 4242, url: "http://127.0.0.1:1", version: "1.18.33", launches, recycles, lastExit, activeRuns: 0, openInstances: [], uptimeMs: 1000, host: null },
+    runtime: { running: true, pid: 4242, url: "http://127.0.0.1:1", version: "1.18.33", launches, recycles, lastExit, activeRuns: 0, openInstances: [], uptimeMs: 1000, host: null, hostMemory: null },
   };
 }
 

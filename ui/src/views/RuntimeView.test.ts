@@ -105,6 +105,19 @@ describe("RuntimeView: the chosen binary and restarts", () => {
     expect((await screen.findByTestId("runtime-restarts")).textContent).toBe("restarted 2 times; last exit: signal: 9 (SIGKILL)");
   });
 
+  it("names the host of a runtime on another machine, with its uptime and its memory there", async () => {
+    const local = runtimeProcess(1, null);
+    const remote = runtimeProcess(1, null);
+    remote.ownerId = 2;
+    remote.slot = "opencode:ssh:build-box";
+    remote.runtime = { ...remote.runtime, host: "build-box", uptimeMs: 5 * 60000, hostMemory: { rssBytes: 300 * 1024 * 1024, processes: 4 } };
+    render(RuntimeView, { load: async () => ready, loadSecrets, loadProcesses: async () => [local, remote] });
+    await screen.findByTestId("runtime-processes");
+    const [here, there] = screen.getAllByTestId("runtime-process").map((p) => p.textContent ?? "");
+    expect(here).not.toContain(" on ");
+    expect(there).toContain("on build-box · up 5 min · 300 MiB there");
+  });
+
   it("says when no runtime runs yet", async () => {
     render(RuntimeView, { load: async () => ready, loadSecrets });
     expect((await screen.findByTestId("runtime-not-running")).textContent).toContain("starts with the first message");

@@ -276,6 +276,7 @@ impl AgentRuntime for AcpRuntime {
             open_instances: rt.sessions.open_folders(),
             uptime_ms: info.map(|i| i.started.elapsed().as_millis() as u64),
             host: None,
+            host_memory: None,
         }
     }
 

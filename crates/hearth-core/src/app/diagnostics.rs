@@ -41,6 +41,8 @@ pub struct RuntimeMemory {
     pub pid: u32,
     pub rss_bytes: u64,
     pub processes: u32,
+    /// The host the process runs on (measured there), or none for this machine.
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, specta::Type)]
@@ -69,8 +71,14 @@ impl Hearth {
         let runtimes = self.runtimes.runtimes();
         let memory = runtimes
             .iter()
-            .filter_map(|r| r.runtime.pid)
-            .filter_map(|pid| crate::host::procinfo::tree_rss(pid).ok().map(|t| RuntimeMemory { pid, rss_bytes: t.bytes, processes: t.processes }))
+            .filter_map(|r| {
+                let pid = r.runtime.pid?;
+                match &r.runtime.host {
+                    // A pid on another host means nothing here: take what its keeper measured there.
+                    Some(host) => r.runtime.host_memory.map(|m| RuntimeMemory { pid, rss_bytes: m.rss_bytes, processes: m.processes, host: Some(host.clone()) }),
+                    None => crate::host::procinfo::tree_rss(pid).ok().map(|t| RuntimeMemory { pid, rss_bytes: t.bytes, processes: t.processes, host: None }),
+                }
+            })
             .collect();
         let log_dir = self.paths.log_dir.clone();
         let log_tail = tokio::task::spawn_blocking(move || newest_log_tail(&log_dir)).await.unwrap_or_default();

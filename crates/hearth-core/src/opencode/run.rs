@@ -28,6 +28,10 @@ pub const ABORT_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// declared lost.
 pub const RECHECK_AFTER: Duration = Duration::from_millis(250);
 pub const MAX_RECHECKS: u32 = 40;
+/// After a catch-up found the session busy, how long the stream may stay quiet before the turn asks
+/// the runtime again: a reconnected stream can miss what happens just before its subscription is
+/// live there, and a missed idle must not leave the turn waiting forever.
+pub const BUSY_RECHECK_AFTER: Duration = Duration::from_secs(2);
 /// Most subagent sessions one run follows for their permission requests.
 pub const MAX_FOLLOWED_SESSIONS: usize = 16;
 
@@ -234,8 +238,9 @@ impl Watch<'_> {
         tracing::debug!(stored = stored.len(), caught_up = events.len(), busy = status.contains_key(&self.session), "caught up from the stored messages");
         self.emit(events);
         if status.contains_key(&self.session) {
-            // Busy or retrying: the stream will tell the rest.
-            self.recheck = None;
+            // Busy or retrying: the stream will tell the rest — unless what it tells is lost in the
+            // moment it comes back, so ask again if it stays quiet (its next event cancels this).
+            self.recheck = Some((Instant::now() + BUSY_RECHECK_AFTER, 0));
             return Ok(());
         }
         match self.tracker.settled_after_reconcile() {

@@ -187,6 +187,7 @@ impl AgentRuntime for OpenCodeRuntime {
             open_instances: rt.sessions.open_instances(),
             uptime_ms: info.as_ref().map(|i| i.started.elapsed().as_millis() as u64),
             host: info.as_ref().and_then(|i| i.remote.as_ref()).map(|r| r.host.clone()),
+            host_memory: info.as_ref().and_then(|i| i.remote.as_ref()).and_then(|r| *r.stats.lock().unwrap_or_else(|p| p.into_inner())).map(|(rss_bytes, processes)| HostMemory { rss_bytes, processes }),
         }
     }
 

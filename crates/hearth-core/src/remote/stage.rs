@@ -78,9 +78,17 @@ fn parse_facts(host: &str, answer: &str) -> Result<HostFacts, StageError> {
     if lines.len() < 4 {
         return Err(unexpected());
     }
-    let free_bytes = lines.get(4).and_then(|l| l.split_whitespace().nth(3)).and_then(|k| k.parse::<u64>().ok()).map(|k| k * 1024);
+    let free_bytes = lines.get(4).copied().and_then(free_kib);
     let rg = Some(lines[3].trim()).filter(|r| r.starts_with('/')).map(str::to_owned);
     Ok(HostFacts { os: lines[0].trim().into(), arch: lines[1].trim().into(), home: lines[2].trim().into(), rg, free_bytes })
+}
+
+/// Separates the hash check's answer from the free-space line after it.
+const FREE_MARK: &str = "--hearth-free--";
+
+/// The free bytes in a `df -Pk` line (its fourth column, in KiB).
+fn free_kib(df_line: &str) -> Option<u64> {
+    df_line.split_whitespace().nth(3).and_then(|k| k.parse::<u64>().ok()).map(|k| k * 1024)
 }
 
 /// SHA-256 of a local file, hex.
@@ -114,10 +122,14 @@ pub async fn stage(link: &Link, facts: &HostFacts, version: &str, opencode: &Pat
     }
     // What the host already has, by hash.
     let names: Vec<String> = payloads.iter().map(|p| shell_quote(&format!("{dir}/{}", p.name))).collect();
-    let have = link.run("a check of the staged runtime", &format!("sha256sum {} 2>/dev/null || true", names.join(" ")), None, super::ssh::COMMAND_TIMEOUT).await?.text();
+    // Free space is measured now, not at connect: the user may have made room since a refusal.
+    let check = format!(r#"sha256sum {} 2>/dev/null; echo {FREE_MARK}; mkdir -p "$HOME/{STAGE_DIR}" && df -Pk "$HOME/{STAGE_DIR}" | tail -n 1"#, names.join(" "));
+    let answer = link.run("a check of the staged runtime", &format!("sh -c {}", shell_quote(&check)), None, super::ssh::COMMAND_TIMEOUT).await?.text();
+    let (have, free_line) = answer.split_once(FREE_MARK).unwrap_or((answer.as_str(), ""));
+    let free_bytes = free_kib(free_line.trim()).or(facts.free_bytes);
     let missing: Vec<&Payload> = payloads.iter().filter(|p| !have.lines().any(|l| l.starts_with(&p.sha256) && l.trim_end().ends_with(&format!("/{}", p.name)))).collect();
     let needed: u64 = missing.iter().map(|p| std::fs::metadata(p.local).map(|m| m.len()).unwrap_or(0)).sum();
-    if let Some(free) = facts.free_bytes.filter(|f| needed > 0 && *f < needed + SPARE_BYTES) {
+    if let Some(free) = free_bytes.filter(|f| needed > 0 && *f < needed + SPARE_BYTES) {
         return Err(no_room(link.host(), needed, free));
     }
     for p in &missing {
@@ -128,7 +140,7 @@ pub async fn stage(link: &Link, facts: &HostFacts, version: &str, opencode: &Pat
         if let Err(e) = link.run_with_file(&format!("sending {}", p.name), &format!("sh -c {}", shell_quote(&script)), p.local, UPLOAD_TIMEOUT).await {
             let _ = link.run("a clean-up", &format!("rm -f {partial}"), None, super::ssh::COMMAND_TIMEOUT).await;
             return Err(match e {
-                SshError::Remote { ref stderr, .. } if stderr.contains("No space left") => no_room(link.host(), needed, facts.free_bytes.unwrap_or(0)),
+                SshError::Remote { ref stderr, .. } if stderr.contains("No space left") => no_room(link.host(), needed, free_bytes.unwrap_or(0)),
                 other => other.into(),
             });
         }

@@ -227,6 +227,17 @@ pub struct RuntimeStatus {
     pub uptime_ms: Option<u64>,
     /// The host it runs on, when not this machine (its pid is the host's).
     pub host: Option<String>,
+    /// On another host, the memory of the runtime's process group there, as its keeper last
+    /// measured it (here, Diagnostics measures the process tree itself).
+    pub host_memory: Option<HostMemory>,
+}
+
+/// A runtime's process group measured on its host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, specta::Type)]
+#[serde(rename_all = "camelCase")]
+pub struct HostMemory {
+    pub rss_bytes: u64,
+    pub processes: u32,
 }
 
 /// A family's own error, kept as the source of a [`RuntimeError`].

@@ -26,6 +26,7 @@ mod gateway_runtime;
 mod isolation_check;
 mod real_runtime;
 mod remote_app;
+mod remote_bad_input;
 mod remote_runtime;
 mod runtime_behaviour;
 mod runtime_hygiene;

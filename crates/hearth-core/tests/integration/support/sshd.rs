@@ -183,6 +183,64 @@ impl Sshd {
     }
 }
 
+/// The remote user's numeric uid and gid.
+fn remote_ids() -> (String, String) {
+    let id = |flag: &str| String::from_utf8_lossy(&Command::new("id").args([flag, REMOTE_USER]).output().unwrap().stdout).trim().to_string();
+    (id("-u"), id("-g"))
+}
+
+/// Undoes a change to the remote side when dropped (the tests share one remote user).
+pub struct Undo(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if let Some(undo) = self.0.take() {
+            undo();
+        }
+    }
+}
+
+impl Sshd {
+    /// The client's known-hosts file `name` (`known_hosts`, `changed_known_hosts`, `empty_known_hosts`).
+    pub fn known_hosts(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The host's `uname -m` answers `arch` to new logins (a fake `uname` first on their PATH,
+    /// through `~/.ssh/environment`), until the guard is dropped: an unsupported host, simulated.
+    pub fn pretend_architecture(&self, arch: &str) -> Undo {
+        let bin = self.home.join(".hearth-test-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let uname = bin.join("uname");
+        std::fs::write(&uname, format!("#!/bin/sh\nif [ \"$1\" = -m ]; then echo {arch}; else exec /bin/uname \"$@\"; fi\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&uname, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ssh_dir = self.home.join(".ssh");
+        std::fs::create_dir_all(&ssh_dir).unwrap();
+        let env = ssh_dir.join("environment");
+        std::fs::write(&env, format!("PATH={}:/usr/local/bin:/usr/bin:/bin\n", bin.display())).unwrap();
+        run(Command::new("chown").args(["-R", &format!("{REMOTE_USER}:{REMOTE_USER}")]).arg(&bin).arg(&ssh_dir)).unwrap();
+        Undo(Some(Box::new(move || {
+            let _ = std::fs::remove_file(env);
+            let _ = std::fs::remove_dir_all(bin);
+        })))
+    }
+
+    /// Hearth's cache on the host is a `mib` MiB file system (a tmpfs over `~/.cache/hearth`)
+    /// until the guard is dropped: a disk too full to stage the runtime.
+    pub fn small_cache(&self, mib: u64) -> Undo {
+        let cache = self.home.join(".cache/hearth");
+        std::fs::create_dir_all(&cache).unwrap();
+        let (uid, gid) = remote_ids();
+        run(Command::new("chown").args(["-R", &format!("{REMOTE_USER}:{REMOTE_USER}")]).arg(self.home.join(".cache"))).unwrap();
+        run(Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={mib}m,mode=0755,uid={uid},gid={gid}"), "tmpfs"]).arg(&cache))
+            .unwrap_or_else(|e| panic!("the full-disk case mounts a small tmpfs (needs root): {e}"));
+        Undo(Some(Box::new(move || {
+            let _ = Command::new("umount").arg("-l").arg(&cache).status();
+        })))
+    }
+}
+
 impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();
