@@ -68,12 +68,7 @@ impl AgentProcess {
 
     /// Resolves when the process has exited, with how it ended.
     pub async fn wait_exit(&self) -> String {
-        let mut exit = self.exit.clone();
-        let status = match exit.wait_for(Option::is_some).await {
-            Ok(status) => status.clone().unwrap_or_default(),
-            Err(_) => "the watcher is gone".into(),
-        };
-        status
+        crate::host::child::exit_of(&self.exit).await
     }
 
     /// SIGTERM the whole group, then SIGKILL it: some agents (Codex) do not exit when their stdin

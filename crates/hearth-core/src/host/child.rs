@@ -94,6 +94,16 @@ pub async fn stop_child(child: &mut Child) {
     .await;
 }
 
+/// How a watched child ended (its watcher sends it once): resolves when it has.
+pub async fn exit_of(exit: &tokio::sync::watch::Receiver<Option<String>>) -> String {
+    let mut exit = exit.clone();
+    let status = match exit.wait_for(Option::is_some).await {
+        Ok(status) => status.clone().unwrap_or_default(),
+        Err(_) => "the watcher is gone".into(),
+    };
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,3 +147,4 @@ mod tests {
         assert!(child.try_wait().unwrap().is_some());
     }
 }
+

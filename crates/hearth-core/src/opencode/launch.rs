@@ -142,12 +142,7 @@ impl Server {
 
     /// Resolves when the process has exited, with how it ended.
     pub async fn wait_exit(&self) -> String {
-        let mut exit = self.exit.clone();
-        let status = match exit.wait_for(Option::is_some).await {
-            Ok(status) => status.clone().unwrap_or_default(),
-            Err(_) => "the watcher is gone".into(),
-        };
-        status
+        crate::host::child::exit_of(&self.exit).await
     }
 
     /// A server Hearth knows of through `exit` (a runtime on another host, told by its keeper).

@@ -28,10 +28,11 @@ pub const ABORT_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// declared lost.
 pub const RECHECK_AFTER: Duration = Duration::from_millis(250);
 pub const MAX_RECHECKS: u32 = 40;
-/// After a catch-up found the session busy, how long the stream may stay quiet before the turn asks
-/// the runtime again: a reconnected stream can miss what happens just before its subscription is
-/// live there, and a missed idle must not leave the turn waiting forever.
-pub const BUSY_RECHECK_AFTER: Duration = Duration::from_secs(2);
+/// How long the turn's stream may stay quiet before the turn asks the runtime whether its session
+/// is still busy: a reconnected stream can miss what happened just before its subscription was live
+/// there, and a missed idle must not leave the turn waiting forever. (One status request per quiet
+/// period; the stored messages are read only when the session turns out idle.)
+pub const QUIET_CHECK_AFTER: Duration = Duration::from_secs(2);
 /// Most subagent sessions one run follows for their permission requests.
 pub const MAX_FOLLOWED_SESSIONS: usize = 16;
 
@@ -158,6 +159,8 @@ impl Watch<'_> {
                     None => std::future::pending().await,
                 }
             };
+            // Restarted by every event: fires only when the stream has been quiet that long.
+            let quiet = tokio::time::sleep(QUIET_CHECK_AFTER);
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(self.cancel().await),
@@ -171,6 +174,7 @@ impl Watch<'_> {
                     None => return Err(failed(FailureKind::Unreachable, "The runtime's event stream closed.")),
                 },
                 _ = recheck => self.catch_up().await?,
+                _ = quiet => self.quiet_check().await?,
             }
         }
     }
@@ -224,6 +228,15 @@ impl Watch<'_> {
         Ok(())
     }
 
+    /// The stream has been quiet: a busy session is waiting on its model (nothing to do); an idle
+    /// one ended while its events were lost on the way, so catch up from what it stored.
+    async fn quiet_check(&mut self) -> Result<(), TurnEnd> {
+        match self.live.client.session_status(self.request.space.root_str()).await {
+            Ok(status) if status.contains_key(&self.session) => Ok(()),
+            _ => self.catch_up().await,
+        }
+    }
+
     /// Ask the runtime what it stored for this turn and whether the session is still busy; emit
     /// what the stream missed, and end the turn if the runtime says it is over.
     async fn catch_up(&mut self) -> Result<(), TurnEnd> {
@@ -238,9 +251,8 @@ impl Watch<'_> {
         tracing::debug!(stored = stored.len(), caught_up = events.len(), busy = status.contains_key(&self.session), "caught up from the stored messages");
         self.emit(events);
         if status.contains_key(&self.session) {
-            // Busy or retrying: the stream will tell the rest — unless what it tells is lost in the
-            // moment it comes back, so ask again if it stays quiet (its next event cancels this).
-            self.recheck = Some((Instant::now() + BUSY_RECHECK_AFTER, 0));
+            // Busy or retrying: the stream will tell the rest (and a quiet stream is asked again).
+            self.recheck = None;
             return Ok(());
         }
         match self.tracker.settled_after_reconcile() {

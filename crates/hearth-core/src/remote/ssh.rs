@@ -250,15 +250,22 @@ impl Link {
         let (fed, status, stdout, stderr) = tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| SshError::Timeout { host: self.host.clone(), what: what.into(), after: timeout })?;
-        let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
+        let stderr = self.judge(what, status, fed.is_ok(), &stderr)?;
+        Ok(Output { stdout, stderr })
+    }
+
+    /// A finished command's outcome: the link lost, the command failed (or its input could not be
+    /// sent), or its stderr.
+    fn judge(&self, what: &str, status: std::io::Result<std::process::ExitStatus>, input_sent: bool, stderr: &[u8]) -> Result<String, SshError> {
+        let stderr = String::from_utf8_lossy(stderr).trim().to_string();
         let status = status.map_err(|e| SshError::Local { host: self.host.clone(), detail: e.to_string() })?;
         if !self.is_alive() {
             return Err(SshError::Closed { host: self.host.clone() });
         }
-        if !status.success() || fed.is_err() {
+        if !status.success() || !input_sent {
             return Err(SshError::Remote { host: self.host.clone(), what: what.into(), status: status.to_string(), stderr });
         }
-        Ok(Output { stdout, stderr })
+        Ok(stderr)
     }
 
     /// Run `remote` with the file `local` as its stdin (streamed, not read into memory).
@@ -282,14 +289,7 @@ impl Link {
         let (copied, status, stderr) = tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| SshError::Timeout { host: self.host.clone(), what: what.into(), after: timeout })?;
-        let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
-        let status = status.map_err(|e| SshError::Local { host: self.host.clone(), detail: e.to_string() })?;
-        if !self.is_alive() {
-            return Err(SshError::Closed { host: self.host.clone() });
-        }
-        if !status.success() || copied.is_err() {
-            return Err(SshError::Remote { host: self.host.clone(), what: what.into(), status: status.to_string(), stderr });
-        }
+        let stderr = self.judge(what, status, copied.is_ok(), &stderr)?;
         Ok(Output { stdout: Vec::new(), stderr })
     }
 

@@ -196,6 +196,28 @@ mod tests {
     }
 
     #[test]
+    fn the_same_path_here_and_on_two_hosts_is_three_projects_each_read_back_with_its_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = project_dir(dir.path(), "app");
+        let path = folder.to_str().unwrap();
+        let (here, box_a, box_b) = {
+            let store = open_at(dir.path());
+            let here = store.add_project(&folder).unwrap();
+            let a = store.add_project_in(&crate::space::remote("box-a", path).unwrap()).unwrap();
+            let b = store.add_project_in(&crate::space::remote("me@box-b", path).unwrap()).unwrap();
+            assert_eq!(store.add_project_in(&crate::space::remote("box-a", path).unwrap()).unwrap().id, a.id, "the same folder on the same host");
+            (here, a, b)
+        };
+        let store = open_at(dir.path());
+        let listed = store.list_projects().unwrap();
+        assert_eq!(listed.len(), 3);
+        for (p, host) in [(&here, None), (&box_a, Some("box-a")), (&box_b, Some("me@box-b"))] {
+            let back = store.get_project(&p.id).unwrap();
+            assert_eq!((back.host.as_deref(), back.path.as_str(), back.name.as_str()), (host, path, "app"));
+        }
+    }
+
+    #[test]
     fn projects_list_most_recently_opened_first() {
         let dir = tempfile::tempdir().unwrap();
         let store = open_at(dir.path());

@@ -50,8 +50,10 @@ async fn a_remote_project_runs_on_the_hosts_runtime_and_nothing_is_left_there() 
     let status = facade.status();
     assert_eq!(status.host.as_deref(), Some(sshd::HOST));
     // The Runtime view's memory on the host: what the keeper measured there, not a local pid's.
-    let memory = status.host_memory.expect("the host's keeper reports the runtime's memory");
-    assert!(memory.processes >= 1 && memory.rss_bytes > 10 * 1024 * 1024, "{memory:?}");
+    let grown = |m: &Option<hearth_core::runtime::HostMemory>| m.is_some_and(|m| m.processes >= 1 && m.rss_bytes > 10 * 1024 * 1024);
+    let within = hearth_core::remote::supervisor::STATS_EVERY * 3;
+    assert!(support::wait_until(within, || async { grown(&facade.status().host_memory) }).await, "{:?}", facade.status().host_memory);
+    let memory = facade.status().host_memory.unwrap();
     let mut remote_warm = vec![];
     for c in ["c2", "c3", "c4"] {
         let (took, finished) = turn(facade.clone(), c, space.clone()).await;
