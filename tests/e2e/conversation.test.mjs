@@ -94,25 +94,37 @@ describe("a conversation in the real window", () => {
     await (await app.browser.$('[data-testid="send-button"]')).waitForDisplayed({ timeout: 10_000 });
   });
 
-  /** The list is virtualized: from its top, all six messages are within what it renders. */
+  /** Each rendered message's status and text, read in one go (the list re-renders as it scrolls). */
+  const rendered = () =>
+    app.browser.execute(() =>
+      Array.from(document.querySelectorAll('[data-testid="message"]')).map((m) => ({
+        status: m.getAttribute("data-status"),
+        text: m.querySelector('[data-testid="message-text"]')?.innerText.trim() ?? null,
+      })),
+    );
+
+  /** The list is virtualized: from its top, all six messages are within what it renders. Waits
+   * for what is compared — six messages, each with its text — and returns them. */
   const showAllSix = async () => {
     await app.browser.execute(() => document.querySelector('[data-testid="conversation-scroll"]').scrollTo({ top: 0 }));
-    // Wait for what is compared: all six messages' texts in the page, not only their frames.
-    await until(async () => (await texts(app.browser, '[data-testid="message-text"]')).length === 6, "6 messages' texts rendered", 20_000);
+    let seen = [];
+    await until(async () => {
+      seen = await rendered();
+      return seen.length === 6 && seen.every((m) => m.text !== null);
+    }, "6 messages rendered with their texts", 20_000);
+    return seen;
   };
 
   it("finds the conversation intact after a restart", async () => {
-    await showAllSix();
-    const before = await texts(app.browser, '[data-testid="message-text"]');
-    const beforeStatus = await attrs(app.browser, '[data-testid="message"]', "data-status");
+    const before = await showAllSix();
+    const beforeStatus = before.map((m) => m.status);
     await stopApp(app);
     app = await launchApp({ dataDir });
     await click(app.browser, "project-item");
     await click(app.browser, "conversation-item");
     await until(async () => (await texts(app.browser, '[data-testid="message"]')).length >= 1, "the messages after restart", 20_000);
-    await showAllSix();
-    assert.deepEqual(await texts(app.browser, '[data-testid="message-text"]'), before);
-    assert.deepEqual(await attrs(app.browser, '[data-testid="message"]', "data-status"), beforeStatus);
+    const after = await showAllSix();
+    assert.deepEqual(after, before);
     assert.equal(beforeStatus.at(-1), "cancelled");
     await click(app.browser, "nav-profiles");
     await (await app.browser.$('[data-testid="profile-card"]')).waitForDisplayed({ timeout: 10_000 });
