@@ -209,15 +209,7 @@ impl AgentRuntime for AcpRuntime {
         let (tx, rx) = mpsc::unbounded_channel();
         let child = cancel.child_token();
         tokio::spawn(super::run::run(self.0.clone(), request, child.clone(), tx));
-        let guard = child.drop_guard();
-        Box::pin(futures::stream::unfold((rx, guard, false), |(mut rx, guard, ended)| async move {
-            if ended {
-                return None;
-            }
-            let ev = rx.recv().await?;
-            let end = ev.is_terminal();
-            Some((ev, (rx, guard, end)))
-        }))
+        crate::runtime::event_stream(rx, child.drop_guard())
     }
 
     async fn compact_conversation(&self, _request: CompactRequest, _cancel: CancellationToken) -> Result<CompactOutcome, RuntimeError> {

@@ -272,14 +272,3 @@ fn plan_status(status: &str) -> PlanStatus {
     }
 }
 
-/// The stream handed to callers: dropping it cancels the run.
-fn event_stream(rx: mpsc::UnboundedReceiver<RuntimeEvent>, guard: tokio_util::sync::DropGuard) -> EventStream {
-    Box::pin(futures::stream::unfold((rx, guard, false), |(mut rx, guard, ended)| async move {
-        if ended {
-            return None;
-        }
-        let ev = rx.recv().await?;
-        let end = ev.is_terminal();
-        Some((ev, (rx, guard, end)))
-    }))
-}

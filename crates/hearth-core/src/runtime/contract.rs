@@ -320,6 +320,19 @@ impl RuntimeError {
 
 pub type EventStream = Pin<Box<dyn Stream<Item = RuntimeEvent> + Send>>;
 
+/// A run's events as the contract hands them out: they end with its terminal event, and dropping
+/// the stream drops `guard` (which cancels the run). Every family's `run` returns one of these.
+pub fn event_stream(rx: tokio::sync::mpsc::UnboundedReceiver<RuntimeEvent>, guard: tokio_util::sync::DropGuard) -> EventStream {
+    Box::pin(futures::stream::unfold((rx, guard, false), |(mut rx, guard, ended)| async move {
+        if ended {
+            return None;
+        }
+        let ev = rx.recv().await?;
+        let end = ev.is_terminal();
+        Some((ev, (rx, guard, end)))
+    }))
+}
+
 /// The runtime contract. Implemented by each family's process-owning runtime and by the workspace
 /// facades the registry hands out (which delegate to it).
 #[async_trait::async_trait]
