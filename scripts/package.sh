@@ -26,7 +26,9 @@ install -m 0755 "$runtime" "$res/opencode"
 install -m 0755 "$rg_bin" "$res/rg"
 log "resources: $("$res/opencode" --version 2>/dev/null | tail -n1) runtime, $("$res/rg" --version | head -n1)"
 
-npm run --silent ui:build
+# Vite rewrites every file of ui/dist, and the app's build script watches that folder: building it
+# again would rebuild the app. scripts/test.sh says when it has just built it.
+if [ "${HEARTH_UI_BUILT:-0}" != 1 ]; then npm run --silent ui:build; fi
 
 # The AppImage bundler fetches its tools (linuxdeploy and plugins) on first use; this workplace
 # reaches package registries only, so they come from scripts/appimage-tools.sh when it can provide them.
@@ -38,9 +40,14 @@ fi
 rm -rf target/release/bundle
 started=$(date +%s)
 log "release build and the .deb"
+# The same cargo command scripts/test.sh builds the tested app with, so in CI this finds it built and
+# the bundles carry the binary the tests ran. (`tauri build` would rebuild the app: it hands the merged
+# bundle config to the build script, which the binary does not need — its resource folder comes from
+# the package name alone.)
+cargo build -p hearth --locked --release --features custom-protocol
 # --ci: no prompts. The bundle settings (resources, targets, desktop entry) live in their own file so
 # a plain `cargo build` in a checkout does not need the resources staged.
-npx tauri build --ci --features custom-protocol --bundles deb --config src-tauri/tauri.bundle.conf.json
+npx tauri bundle --ci --features custom-protocol --bundles deb --config src-tauri/tauri.bundle.conf.json
 
 if [[ "$bundles" == *appimage* ]]; then
   # linuxdeploy rewrites every ELF file under the AppDir's usr/lib with patchelf, which breaks the

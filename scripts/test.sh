@@ -32,6 +32,8 @@ HEARTH_TEST_SETUP=1 bash scripts/setup.sh
 
 stage "UI build (Vite)"
 npm run --silent ui:build
+# The bundle stage reuses this build (and so the app built from it) instead of building it again.
+export HEARTH_UI_BUILT=1
 
 stage "UI type check and unit tests (svelte-check, Vitest)"
 npm run --silent ui:check

@@ -64,8 +64,6 @@ pub fn descendants(pid: u32) -> io::Result<Vec<u32>> {
     Ok(found)
 }
 
-/// Is `pid` a live process? A zombie counts as gone: it holds no memory and nobody may reap it
-/// (PID 1 on some machines does not).
 /// Whether process `pid` runs `command` (its executable is `command[0]`, resolved, and its
 /// arguments are the rest), as `/proc` shows it.
 pub fn runs_command(pid: u32, command: &[String]) -> bool {
@@ -81,10 +79,30 @@ pub fn runs_command(pid: u32, command: &[String]) -> bool {
     argv.len() == args.len() + 1 && argv[1..].iter().zip(args).all(|(a, b)| *a == b.as_bytes())
 }
 
+/// Is `pid` a live process? A zombie counts as gone: it holds no memory and nobody may reap it
+/// (PID 1 on some machines does not).
 pub fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| stat_fields(&s).is_some_and(|f| f.first() != Some(&"Z")))
+}
+
+/// The live (not zombie) processes of process group `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let wanted = pgid.to_string();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| stat_fields(&s).is_some_and(|f| f.first() != Some(&"Z") && f.get(2) == Some(&wanted.as_str())))
+        })
+        .collect()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (state, ppid, pgrp, …): the name is in
+/// parentheses and may itself contain spaces and parentheses.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect())
 }
 
 /// Resident memory of `pid` plus its descendants. Fails only if `pid` itself cannot be read.
@@ -110,7 +128,7 @@ fn parse_vm_rss_kib(status: &str) -> Option<u64> {
 /// The parent pid in a `/proc/<pid>/stat` line. The command name (field 2) may hold spaces and
 /// parentheses, so fields are counted after its LAST `)`: state, then ppid.
 fn parse_ppid(stat: &str) -> Option<u32> {
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(stat)?.get(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -124,6 +142,7 @@ mod tests {
         assert_eq!(parse_vm_rss_kib("Name:\tzombie\nState:\tZ\n"), None);
         assert_eq!(parse_ppid("4242 (a) b) c) S 17 4242 4242 0"), Some(17));
         assert_eq!(parse_ppid("garbage"), None);
+        assert_eq!(stat_fields("4242 (a) b) c) S 17 4243 4243 0").unwrap()[2], "4243", "the process group");
     }
 
     #[cfg(target_os = "linux")]
