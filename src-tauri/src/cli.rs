@@ -8,12 +8,13 @@ use hearth_core::diagnostics::choice::checkable;
 use hearth_core::runtime::RuntimeChoice;
 use hearth_core::store::peek_runtime_binary_override;
 
-const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--runtimes LIST] [--json] | mcp-fixture]
+const USAGE: &str = "usage: hearth [doctor [--json] | selftest [--projects 2|10] [--corpus 0|2|8|32] [--runtimes LIST] [--host HOST] [--json] | mcp-fixture]
   (no arguments)  open the app window
   doctor          check the runtime binary, ripgrep and the data folder
   selftest        run the reuse and isolation checks against the real runtime in a sandbox, for each
                   runtime in LIST (comma-separated: opencode, acp:opencode, acp:claude-code; default:
-                  every one installed here); exit status 0 only when every check passed
+                  every one installed here); with --host, the projects are on HOST (anything ssh
+                  takes), run by OpenCode's server there; exit status 0 only when every check passed
   mcp-fixture     run the built-in fixture MCP server on stdio (used by the self-test)
   mcp-bridge      Hearth's stdio bridge to its gateway (started by agents Hearth runs)";
 
@@ -28,6 +29,12 @@ pub fn fixture_command() -> Vec<String> {
 pub fn bridge_command() -> Vec<String> {
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "hearth".into());
     vec![exe, hearth_core::toolbox::gateway::bridge::BRIDGE_SUBCOMMAND.into()]
+}
+
+/// An ssh configuration of Hearth's own, used instead of the user's (tests; a user who keeps one
+/// apart): `HEARTH_SSH_CONFIG`.
+pub fn ssh_config() -> Option<PathBuf> {
+    std::env::var_os("HEARTH_SSH_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// Run a subcommand if `args` names one; `None` means: open the window.
@@ -106,6 +113,19 @@ enum OptionError {
     NotAllowed { name: String, value: u32, allowed: Vec<u32> },
     #[error("--runtimes takes a comma-separated list of {known}, got `{value}`")]
     UnknownRuntime { value: String, known: String },
+    #[error("--host takes a host as ssh takes it (an alias or user@host), got `{0}`")]
+    BadHost(String),
+}
+
+/// `--host HOST`: where the checks' projects go; `None` when not given.
+fn host_option(rest: &[String]) -> Result<Option<String>, OptionError> {
+    let Some(i) = rest.iter().position(|a| a == "--host") else { return Ok(None) };
+    let value = rest.get(i + 1).ok_or_else(|| OptionError::MissingValue("--host".into()))?;
+    // A leading dash would be read as an option, even though ssh gets the host after `--`.
+    if value.trim().is_empty() || value.starts_with('-') {
+        return Err(OptionError::BadHost(value.clone()));
+    }
+    Ok(Some(value.trim().to_string()))
 }
 
 /// `--runtimes a,b` as runtime choices; `None` when the option is not given.
@@ -134,13 +154,15 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>
     use hearth_core::diagnostics::selftest::{run_selftest, SelftestOptions};
     use hearth_core::acp::AgentSearch;
     use hearth_core::diagnostics::choice::unavailable;
+    use hearth_core::diagnostics::remote_sandbox::RemoteTarget;
     use hearth_core::diagnostics::ProgressSink;
+    use hearth_core::remote::ssh::SshOptions;
 
     let json = rest.iter().any(|a| a == "--json");
-    let options = (numeric_option(rest, "--projects", 2, &[2, 10]), numeric_option(rest, "--corpus", 0, &[0, 2, 8, 32]), runtimes_option(rest));
-    let (projects, corpus, runtimes) = match options {
-        (Ok(p), Ok(c), Ok(r)) => (p, c, r),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+    let options = (numeric_option(rest, "--projects", 2, &[2, 10]), numeric_option(rest, "--corpus", 0, &[0, 2, 8, 32]), runtimes_option(rest), host_option(rest));
+    let (projects, corpus, runtimes, host) = match options {
+        (Ok(p), Ok(c), Ok(r), Ok(h)) => (p, c, r, h),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
             eprintln!("hearth selftest: {e}\n{USAGE}");
             return 2;
         }
@@ -161,7 +183,12 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>
         let agents = AgentSearch::from_process(inputs.opencode.anchors.clone());
         // Without a list: every runtime that can be checked here (an agent not installed is left
         // out, not failed).
-        let runtimes = runtimes.unwrap_or_else(|| checkable().into_iter().filter(|c| unavailable(c, &agents).is_none()).collect());
+        // On another host: OpenCode's server, the one runtime remote projects run.
+        let runtimes = runtimes.unwrap_or_else(|| match host {
+            Some(_) => vec![RuntimeChoice::OpenCode],
+            None => checkable().into_iter().filter(|c| unavailable(c, &agents).is_none()).collect(),
+        });
+        let remote = host.map(|host| RemoteTarget { host, ssh: SshOptions::for_data_dir(&paths.data_dir, ssh_config()) });
         let options = SelftestOptions {
             projects: projects as usize,
             corpus_mib: corpus,
@@ -172,6 +199,7 @@ fn selftest_cmd(rest: &[String], paths: &AppPaths, resource_dir: Option<PathBuf>
             sandbox_parent: None,
             runtimes,
             agents,
+            remote,
         };
         run_selftest(options, progress, cancel).await.map_err(|e| e.to_string())
     });

@@ -92,8 +92,7 @@ fn startup_failure_dialog(message: &str) {
 fn run_app(context: tauri::Context<tauri::Wry>, paths: AppPaths, resource_dir: Option<PathBuf>, guard: instance::InstanceGuard) -> i32 {
     let mut options = HearthOptions::new(paths.clone(), state::binary_inputs(&paths, resource_dir.clone()));
     options.bridge_command = Some(cli::bridge_command());
-    // An ssh configuration of its own for Hearth (tests; a user who keeps one apart).
-    options.ssh_config = std::env::var_os("HEARTH_SSH_CONFIG").filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    options.ssh_config = cli::ssh_config();
     let updates = Arc::new(window_updates::WindowUpdates::default());
     // Before the window: files Hearth cannot use (a damaged secrets file, a database from a newer
     // Hearth, a failed upgrade) are named in a native message, and nothing else starts.

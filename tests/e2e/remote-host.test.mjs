@@ -1,7 +1,8 @@
 // A project on another host through the real window, against a real sshd on this machine logging
 // in as a second user: a host that cannot be reached is a sentence in the form; the good host's
 // folders are browsed and one is added; the sidebar marks it remote and connected; a turn in it reads
-// the marker on that host with the agent's own tool; nothing is left running there after the app.
+// the marker on that host with the agent's own tool; the Diagnostics self-test runs on the host named
+// there; nothing is left running there after the app.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -78,6 +79,22 @@ describe("a project on another host in the real window", async () => {
     assert.equal(await card.getAttribute("data-tool"), "read");
     assert.ok(remoteProcesses().some((p) => p.includes("opencode serve")), "the runtime runs as the host's user");
     await screenshot(app.browser, "remote-project");
+  });
+
+  it("runs the Diagnostics self-test on the host named there", async () => {
+    await click(app.browser, "nav-diagnostics");
+    await (await app.browser.$('[data-testid="selftest-host"]')).setValue(HOST);
+    await until(async () => (await attrs(app.browser, '[data-testid="selftest-runtime"]', "data-available")).filter((a) => a === "true").length === 1, "only OpenCode's server offered on a host");
+    await click(app.browser, "selftest-run");
+    await until(async () => (await attrs(app.browser, '[data-testid="selftest-verdict"]', "data-passed")).length > 0, "the self-test to finish", TURN_MS);
+    const failed = await app.browser.execute(() =>
+      Array.from(document.querySelectorAll('[data-testid="selftest-row"][data-passed="false"]')).map((r) => r.innerText),
+    );
+    assert.deepEqual(failed, [], await textOf(app.browser, "selftest-verdict"));
+    assert.deepEqual(await attrs(app.browser, '[data-testid="selftest-check"]', "data-runtime"), [`OpenCode (server) on ${HOST}`, `OpenCode (server) on ${HOST}`]);
+    const rows = await texts(app.browser, '[data-testid="selftest-row"]');
+    assert.ok(rows.some((r) => r.includes("Marker files intact")), rows.join("\n"));
+    await screenshot(app.browser, "remote-selftest");
   });
 
   it("leaves nothing running on the host after the app closes", async () => {

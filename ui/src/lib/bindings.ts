@@ -829,8 +829,16 @@ export type SelftestReport = {
 export type SelftestRequest = {
 	projects: number,
 	corpusMib: number,
-	/**  The runtimes to check; `None`: every one the self-test can check here. */
+	/**
+	 *  The runtimes to check; `None`: every one the self-test can check here (OpenCode's server
+	 *  alone on another host).
+	 */
 	runtimes: RuntimeChoice[] | null,
+	/**
+	 *  Run the checks' projects on this host (anything `ssh` takes), reached the way remote
+	 *  projects are; `None` or blank: here.
+	 */
+	host?: string | null,
 };
 
 /**  A runtime the self-test can run its checks on. */

@@ -78,4 +78,19 @@ describe("DiagnosticsView", () => {
     const checks = await screen.findAllByTestId("selftest-check");
     expect(checks.map((c) => c.textContent)).toEqual(["OpenCode (ACP) · reuse ✓", "OpenCode (ACP) · isolation ✓"]);
   });
+
+  it("runs the checks on a host the user names, with the one runtime remote projects run", async () => {
+    diagnosticsStatus.mockResolvedValue({ status: "ok", data: status(1, null) });
+    runSelftest.mockReset();
+    runSelftest.mockResolvedValue({ status: "ok", data: { passed: true, cancelled: false, checks: [], skipped: [], startedAt: "", durationMs: 1, hearthVersion: "0", runtimeVersion: null } });
+    render(DiagnosticsView);
+    await screen.findAllByTestId("selftest-runtime");
+    await fireEvent.input(screen.getByTestId("selftest-host"), { target: { value: " build-box " } });
+    const options = screen.getAllByTestId("selftest-runtime");
+    expect(options.map((o) => o.dataset.available)).toEqual(["true", "false", "false"]);
+    expect(options[1].textContent).toContain("this machine only");
+    await fireEvent.click(screen.getByTestId("selftest-run"));
+    await waitFor(() => expect(runSelftest).toHaveBeenCalled());
+    expect(runSelftest.mock.calls[0][0]).toMatchObject({ host: "build-box", runtimes: [{ family: "openCode" }] });
+  });
 });

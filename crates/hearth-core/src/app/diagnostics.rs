@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::{AppError, AppResult, Hearth};
+use crate::diagnostics::remote_sandbox::RemoteTarget;
 use crate::diagnostics::selftest::{self, SelftestOptions, SelftestReport};
 use crate::diagnostics::ProgressSink;
 use crate::toolbox::gateway::CustomServerStatus;
@@ -21,8 +22,13 @@ pub const LOG_TAIL_BYTES: usize = 16 * 1024;
 pub struct SelftestRequest {
     pub projects: u32,
     pub corpus_mib: u32,
-    /// The runtimes to check; `None`: every one the self-test can check here.
+    /// The runtimes to check; `None`: every one the self-test can check here (OpenCode's server
+    /// alone on another host).
     pub runtimes: Option<Vec<RuntimeChoice>>,
+    /// Run the checks' projects on this host (anything `ssh` takes), reached the way remote
+    /// projects are; `None` or blank: here.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A runtime the self-test can run its checks on.
@@ -104,6 +110,8 @@ impl Hearth {
             }
             *slot = Some(cancel.clone());
         }
+        let host = request.host.as_deref().map(str::trim).filter(|h| !h.is_empty());
+        let remote = host.map(|host| RemoteTarget { host: host.to_string(), ssh: self.remote.options().clone() });
         let options = SelftestOptions {
             projects: request.projects as usize,
             corpus_mib: request.corpus_mib,
@@ -112,8 +120,9 @@ impl Hearth {
             fixture_command,
             bridge_command: self.bridge_command.clone(),
             sandbox_parent: None,
-            runtimes: request.runtimes.unwrap_or_else(|| self.checkable_runtimes()),
+            runtimes: request.runtimes.unwrap_or_else(|| if remote.is_some() { vec![RuntimeChoice::OpenCode] } else { self.checkable_runtimes() }),
             agents: self.agent_search(),
+            remote,
         };
         let result = selftest::run_selftest(options, progress, cancel).await;
         *self.selftest.running.lock().unwrap() = None;

@@ -131,8 +131,7 @@ impl Hearth {
             AllowedCallers::pids(move || slot.get().and_then(std::sync::Weak::upgrade).map(|m| m.pids()).unwrap_or_default())
         };
         let tools = tools::Tools::start(&options.paths.data_dir, callers).await?;
-        let mut ssh = crate::remote::ssh::SshOptions::new(options.paths.data_dir.join("ssh"));
-        ssh.config_file = options.ssh_config.clone();
+        let ssh = crate::remote::ssh::SshOptions::for_data_dir(&options.paths.data_dir, options.ssh_config.clone());
         let remote = crate::remote::Remote::start(ssh, tools.hooks.gateway().clone()).await?;
         // The one wiring of manager → registry → runtime; the self-test builds the same one.
         let mut config = ManagerConfig::new(RuntimeHost {

@@ -14,6 +14,7 @@ use crate::runtime::{RuntimeChoice, RuntimeSelection};
 use crate::scripted_model::ScriptedModelServer;
 use crate::toolbox::gateway::{Gateway, GATEWAY_MCP_NAME};
 
+use super::remote_sandbox::RemoteSandbox;
 use super::CheckError;
 
 /// The name a report gives OpenCode's HTTP server (the window's name for it too).
@@ -44,6 +45,14 @@ pub fn unavailable(choice: &RuntimeChoice, agents: &AgentSearch) -> Option<Strin
     }
 }
 
+/// Why `choice` cannot be checked on `host`: projects on other hosts run OpenCode's server only.
+pub fn unavailable_on(choice: &RuntimeChoice, host: &str) -> Option<String> {
+    match choice {
+        RuntimeChoice::OpenCode => None,
+        RuntimeChoice::Acp { .. } => Some(format!("{} runs on this machine only, so the self-test cannot check it on {host}.", label(choice))),
+    }
+}
+
 /// What a check's runtime is made of.
 pub struct CheckSetup<'a> {
     /// The runtime binary, `rg` and the scripted model as the only profile.
@@ -59,6 +68,8 @@ pub struct CheckSetup<'a> {
     pub transport: GatewayTransport,
     /// The project folder (agents that run one process per project start there).
     pub project: &'a Path,
+    /// The host the projects are on, when they are not here.
+    pub remote: Option<&'a RemoteSandbox>,
 }
 
 /// The selection for `choice`, as the app would make it, on the scripted model.
@@ -72,9 +83,11 @@ pub fn selection(choice: &RuntimeChoice, setup: CheckSetup<'_>) -> Result<Runtim
         config.mcp.insert(GATEWAY_MCP_NAME.into(), entry);
         config.plugins.push(gateway.plugin(private).map_err(|e| CheckError::Sandbox(e.to_string()))?);
     }
-    let agent = match choice {
-        RuntimeChoice::OpenCode => return Ok(Arc::new(config)),
-        RuntimeChoice::Acp { agent } => agent,
+    let agent = match (choice, setup.remote) {
+        (RuntimeChoice::OpenCode, Some(remote)) => return Ok(remote.selection(config)),
+        (RuntimeChoice::OpenCode, None) => return Ok(Arc::new(config)),
+        (_, Some(remote)) => return Err(CheckError::Options(unavailable_on(choice, remote.host()).unwrap_or_default())),
+        (RuntimeChoice::Acp { agent }, None) => agent,
     };
     let preset = AgentPreset::by_id(agent).ok_or_else(|| CheckError::Options(format!("there is no agent preset {agent}")))?;
     let anthropic = (preset.kind == AgentKind::ClaudeCode).then(|| AnthropicEndpoint {

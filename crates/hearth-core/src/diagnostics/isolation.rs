@@ -23,6 +23,7 @@ use crate::space::{resolve_local, ExecutionSpace};
 use super::corpus::CorpusPlan;
 use super::kit::{self, FoundRuntime};
 use super::measure::Latencies;
+use super::remote_sandbox::{RemoteSandbox, RemoteTarget};
 use super::sandbox::Sandbox;
 use super::{isolation_steps, CheckError, PromptError, CheckReport, ProgressSink, ReportBuilder};
 
@@ -75,12 +76,14 @@ pub struct IsolationOptions {
     pub runtime: RuntimeChoice,
     /// Where agents other than OpenCode are found.
     pub agents: AgentSearch,
+    /// Run the project on this host instead of here (OpenCode's server only).
+    pub remote: Option<RemoteTarget>,
 }
 
 impl IsolationOptions {
     /// The check on OpenCode's server.
     pub fn new(runtime_binary: PathBuf, rg_dir: Option<PathBuf>, corpus_mib: u32) -> Self {
-        Self { runtime_binary, rg_dir, corpus_mib, sabotage: None, sandbox_parent: None, runtime: RuntimeChoice::OpenCode, agents: AgentSearch::default() }
+        Self { runtime_binary, rg_dir, corpus_mib, sabotage: None, sandbox_parent: None, runtime: RuntimeChoice::OpenCode, agents: AgentSearch::default(), remote: None }
     }
 }
 
@@ -91,8 +94,10 @@ pub async fn run_isolation_check(
     progress: ProgressSink,
     cancel: CancellationToken,
 ) -> CheckReport {
-    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime);
+    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime).on_host(opts.remote.as_ref().map(|r| r.host.as_str()));
+    let on_host = opts.remote.as_ref().and_then(|r| super::choice::unavailable_on(&opts.runtime, &r.host));
     let outcome = match &opts.runtime {
+        _ if on_host.is_some() => Err(CheckError::Options(on_host.unwrap_or_default())),
         RuntimeChoice::OpenCode => run(&opts, &progress, &cancel, &mut report).await,
         RuntimeChoice::Acp { .. } if opts.sabotage.is_some() => Err(CheckError::Options("sabotage is only built for OpenCode's server".into())),
         RuntimeChoice::Acp { .. } => super::isolation_acp::run(&opts, &progress, &cancel, &mut report).await,
@@ -141,21 +146,51 @@ async fn run(
     }
     progress.report("sandbox", "Creating a throw-away sandbox and starting the scripted model server.");
     let sandbox = Sandbox::create(opts.sandbox_parent.as_deref()).map_err(|e| CheckError::Sandbox(e.to_string()))?;
-    let project =
-        sandbox.project("project", &[("marker.txt", MARKER)]).map_err(|e| CheckError::Sandbox(e.to_string()))?;
-    let space = resolve_local(&project).map_err(|e| CheckError::Sandbox(e.to_string()))?;
     let refuse: Arc<Mutex<Option<String>>> = Arc::default();
     let model =
         ScriptedModelServer::start(script(refuse.clone())).map_err(|e| CheckError::ModelServer(e.to_string()))?;
+    let remote = match &opts.remote {
+        Some(target) => {
+            progress.report("sandbox", format!("Connecting to {} and creating the project there.", target.host));
+            match RemoteSandbox::create(target, None).await {
+                Ok(remote) => Some(remote),
+                Err(e) => {
+                    model.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
+    let space = match &remote {
+        Some(remote) => match remote.project("project", &[("marker.txt", MARKER)]).await {
+            Ok(space) => space,
+            Err(e) => {
+                model.shutdown().await;
+                let _ = remote.remove(&sandbox.runtime_root()).await;
+                return Err(e);
+            }
+        },
+        None => {
+            let project = sandbox.project("project", &[("marker.txt", MARKER)]).map_err(|e| CheckError::Sandbox(e.to_string()))?;
+            resolve_local(&project).map_err(|e| CheckError::Sandbox(e.to_string()))?
+        }
+    };
     let found = FoundRuntime { binary: opts.runtime_binary.clone(), rg_dir: opts.rg_dir.clone().unwrap_or_default() };
     let mut config = kit::scripted_config(&found, &model, false);
     config.rg_dir = opts.rg_dir.clone();
     let runtimes = kit::runtimes(&sandbox.runtime_root(), None, RegistryConfig::default(), DEFAULT_FACADE_CAPACITY);
-    let selection: RuntimeSelection = Arc::new(config);
+    let selection: RuntimeSelection = match &remote {
+        Some(remote) => remote.selection(config),
+        None => Arc::new(config),
+    };
     let rt = match runtimes.get_runtime(&selection, &space).await {
         Ok(rt) => rt,
         Err(e) => {
             model.shutdown().await;
+            if let Some(remote) = &remote {
+                let _ = remote.remove(&sandbox.runtime_root()).await;
+            }
             return Err(CheckError::Runtime(e.to_string()));
         }
     };
@@ -219,12 +254,23 @@ async fn run(
     progress.report("cleanup", "Stopping the runtime and removing the sandbox.");
     drop(rt);
     runtimes.dispose().await;
-    let stopped = pid.is_none_or(|pid| !crate::host::procinfo::is_running(pid));
-    let sandbox_path = sandbox.path().to_path_buf();
-    let removed = sandbox.remove();
+    let (stopped, removed_remote, sandbox_path) = match &remote {
+        // The runtime's pid is the host's: look for it there.
+        Some(remote) => {
+            let left = match pid {
+                Some(pid) => remote.running(&[pid]).await.map(|running| running.is_empty()),
+                None => Ok(true),
+            };
+            let removed = remote.remove(&sandbox.runtime_root()).await;
+            let path = format!("{} on {} and {}", remote.path(), remote.host(), sandbox.path().display());
+            (*left.as_ref().unwrap_or(&false), left.and(removed).map(|_| ()), path)
+        }
+        None => (pid.is_none_or(|pid| !crate::host::procinfo::is_running(pid)), Ok(()), sandbox.path().display().to_string()),
+    };
+    let removed = sandbox.remove().map_err(|e| e.to_string()).and(removed_remote.map_err(|e| e.to_string()));
     let detail = match (&removed, stopped) {
-        (Ok(()), true) => format!("runtime stopped; {} removed", sandbox_path.display()),
-        (Err(e), _) => e.to_string(),
+        (Ok(()), true) => format!("runtime stopped; {sandbox_path} removed"),
+        (Err(e), _) => e.clone(),
         (Ok(()), false) => {
             format!("the runtime process {} is still running after it was stopped", pid.unwrap_or_default())
         }

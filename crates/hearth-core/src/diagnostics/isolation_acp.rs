@@ -46,7 +46,7 @@ pub(crate) async fn run(opts: &IsolationOptions, progress: &ProgressSink, cancel
     let found = FoundRuntime { binary: opts.runtime_binary.clone(), rg_dir: opts.rg_dir.clone().unwrap_or_default() };
     let mut config = kit::scripted_config(&found, &model, false);
     config.rg_dir = opts.rg_dir.clone();
-    let setup = super::choice::CheckSetup { config, model: &model, gateway: None, skills: None, agents: &opts.agents, bridge: None, transport: Default::default(), project: &space.root };
+    let setup = super::choice::CheckSetup { config, model: &model, gateway: None, skills: None, agents: &opts.agents, bridge: None, transport: Default::default(), project: &space.root, remote: None };
     let runtimes = kit::runtimes(&sandbox.runtime_root(), None, RegistryConfig::default(), DEFAULT_FACADE_CAPACITY);
     let outcome = async {
         let selection = super::choice::selection(&opts.runtime, setup)?;

@@ -12,6 +12,7 @@ mod isolation_outline;
 mod isolation_steps;
 pub mod measure;
 pub mod outline;
+pub mod remote_sandbox;
 pub mod reuse;
 mod reuse_steps;
 pub mod sandbox;
@@ -195,6 +196,14 @@ pub(crate) struct ReportBuilder {
 impl ReportBuilder {
     pub(crate) fn new(name: &str, runtime: &crate::runtime::RuntimeChoice) -> Self {
         Self { name: name.into(), runtime: choice::label(runtime), runtime_version: None, started: Instant::now(), assertions: Vec::new(), figures: Vec::new() }
+    }
+
+    /// A check run on another host: its rows say which ("OpenCode (server) on build-box").
+    pub(crate) fn on_host(mut self, host: Option<&str>) -> Self {
+        if let Some(host) = host {
+            self.runtime = format!("{} on {host}", self.runtime);
+        }
+        self
     }
 
     /// Record an assertion; returns whether it passed.

@@ -26,6 +26,7 @@ use crate::toolbox::skills;
 use crate::space::{resolve_local, ExecutionSpace};
 
 use super::kit::{self, FoundRuntime};
+use super::remote_sandbox::{RemoteSandbox, RemoteTarget};
 use super::sandbox::Sandbox;
 use super::{ms, reuse_steps, CheckError, CheckReport, Figure, ProgressSink, ReportBuilder};
 
@@ -79,11 +80,13 @@ pub struct ReuseOptions {
     /// the agent's sessions must use it even where they could use HTTP.
     pub bridge_command: Option<Vec<String>>,
     pub transport: GatewayTransport,
+    /// Run the projects on this host instead of here (OpenCode's server only).
+    pub remote: Option<RemoteTarget>,
 }
 
 /// Run the reuse check. Never panics on runtime trouble and always cleans up.
 pub async fn run_reuse_check(opts: ReuseOptions, progress: ProgressSink, cancel: CancellationToken) -> CheckReport {
-    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime);
+    let mut report = ReportBuilder::new(CHECK_NAME, &opts.runtime).on_host(opts.remote.as_ref().map(|r| r.host.as_str()));
     let outcome = run(&opts, &progress, &cancel, &mut report).await;
     if let Err(e) = &outcome {
         progress.report("cleanup", format!("Stopped: {e}"));
@@ -107,6 +110,9 @@ fn validate(opts: &ReuseOptions) -> Result<(), CheckError> {
     if let Some(why) = super::choice::unavailable(&opts.runtime, &opts.agents) {
         return Err(CheckError::Options(why));
     }
+    if let Some(why) = opts.remote.as_ref().and_then(|r| super::choice::unavailable_on(&opts.runtime, &r.host)) {
+        return Err(CheckError::Options(why));
+    }
     Ok(())
 }
 
@@ -123,9 +129,25 @@ pub(crate) struct Ctx {
     pub runtime: RuntimeChoice,
     pub runtimes: Arc<SelectedRuntimeManager>,
     pub progress: ProgressSink,
+    /// The host the projects are on, when they are not here.
+    pub remote: Option<Arc<RemoteSandbox>>,
 }
 
 impl Ctx {
+    /// Whether the runtime loads Hearth's staged skill: OpenCode here (a host has no copy of this
+    /// machine's skills folder).
+    pub fn loads_skills(&self) -> bool {
+        self.is_opencode() && self.remote.is_none()
+    }
+
+    /// A project's file as its machine has it now.
+    pub async fn read_project_file(&self, space: &ExecutionSpace, file: &str) -> Option<String> {
+        match &self.remote {
+            Some(remote) => remote.read(space, file).await,
+            None => std::fs::read_to_string(space.root.join(file)).ok(),
+        }
+    }
+
     pub fn full_seed(&self) -> bool {
         self.hooks.is_some()
     }
@@ -151,6 +173,7 @@ struct Owned {
     model: Arc<ScriptedModelServer>,
     hooks: Option<Arc<GatewayRunHooks>>,
     runtimes: Option<Arc<SelectedRuntimeManager>>,
+    remote: Option<Arc<RemoteSandbox>>,
 }
 
 async fn run(
@@ -168,7 +191,7 @@ async fn run(
         ScriptedModelServer::start(if full_seed { seed_script(capability_results.clone()) } else { Script::default_agent() })
             .map_err(|e| CheckError::ModelServer(e.to_string()))?,
     );
-    let mut owned = Owned { sandbox, model, hooks: None, runtimes: None };
+    let mut owned = Owned { sandbox, model, hooks: None, runtimes: None, remote: None };
     // Cancellation is handled inside: the launch must not be dropped half-way.
     let outcome = setup_and_steps(opts, progress, cancel, report, &mut owned, capability_results).await;
     cleanup(owned, progress, report).await;
@@ -184,12 +207,6 @@ async fn setup_and_steps(
     capability_results: Arc<Mutex<Vec<String>>>,
 ) -> Result<(), CheckError> {
     let sandbox_err = |e: &dyn std::fmt::Display| CheckError::Sandbox(e.to_string());
-    let mut spaces = Vec::new();
-    for i in 0..opts.projects {
-        let marker = marker(i);
-        let dir = owned.sandbox.project(&format!("project-{i}"), &[("marker.txt", &marker)]).map_err(|e| sandbox_err(&e))?;
-        spaces.push(resolve_local(&dir).map_err(|e| sandbox_err(&e))?);
-    }
     let found = FoundRuntime { binary: opts.runtime_binary.clone(), rg_dir: opts.rg_dir.clone().unwrap_or_default() };
     let mut config = kit::scripted_config(&found, &owned.model, opts.projects == FULL_SEED_PROJECTS);
     config.rg_dir = opts.rg_dir.clone();
@@ -219,8 +236,27 @@ async fn setup_and_steps(
             return Err(CheckError::FixtureNotStarted);
         }
         gateway_setup = Some(gateway);
-        skills = Some(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
+        if opts.remote.is_none() {
+            skills = Some(stage_skill(owned.sandbox.path()).map_err(|e| sandbox_err(&e))?);
+        }
         run_hooks = Some(hooks as Arc<dyn RunHooks>);
+    }
+    if let Some(target) = &opts.remote {
+        progress.report("sandbox", format!("Connecting to {} and creating the projects there.", target.host));
+        owned.remote = Some(Arc::new(RemoteSandbox::create(target, gateway_setup.clone()).await?));
+    }
+    let mut spaces = Vec::new();
+    for i in 0..opts.projects {
+        let files = [("marker.txt", marker(i))];
+        let files: Vec<(&str, &str)> = files.iter().map(|(f, c)| (*f, c.as_str())).collect();
+        let space = match &owned.remote {
+            Some(remote) => remote.project(&format!("project-{i}"), &files).await?,
+            None => {
+                let dir = owned.sandbox.project(&format!("project-{i}"), &files).map_err(|e| sandbox_err(&e))?;
+                resolve_local(&dir).map_err(|e| sandbox_err(&e))?
+            }
+        };
+        spaces.push(space);
     }
     let setup = super::choice::CheckSetup {
         config,
@@ -231,6 +267,7 @@ async fn setup_and_steps(
         bridge: opts.bridge_command.clone(),
         transport: opts.transport,
         project: &spaces[0].root,
+        remote: owned.remote.as_deref(),
     };
     let selection = super::choice::selection(&opts.runtime, setup)?;
 
@@ -278,6 +315,7 @@ async fn setup_and_steps(
         runtime: opts.runtime.clone(),
         runtimes,
         progress: progress.clone(),
+        remote: owned.remote.clone(),
     };
     tokio::select! {
         r = reuse_steps::steps(&ctx, report) => r,
@@ -302,19 +340,30 @@ async fn cleanup(owned: Owned, progress: &ProgressSink, report: &mut ReportBuild
     }
     owned.model.shutdown().await;
     let mut left: Vec<u32> = Vec::new();
-    for pid in pids.iter().chain(fixture_pid.iter()) {
+    // A remote runtime's pid is the host's: look for it there (the fixture server runs here).
+    let local_pids = if owned.remote.is_some() { Vec::new() } else { pids.clone() };
+    for pid in local_pids.iter().chain(fixture_pid.iter()) {
         if !kit::gone_within(*pid, STOP_WAIT).await {
             left.push(*pid);
         }
     }
-    let sandbox_path = owned.sandbox.path().to_path_buf();
-    let removed = owned.sandbox.remove();
+    let mut removed_remote = Ok(());
+    if let Some(remote) = &owned.remote {
+        match remote.running(&pids).await {
+            Ok(running) => left.extend(running),
+            Err(e) => removed_remote = Err(e),
+        }
+        let removed = remote.remove(&owned.sandbox.runtime_root()).await;
+        removed_remote = removed_remote.and(removed);
+    }
+    let sandbox_path = match &owned.remote {
+        Some(remote) => format!("{} on {} and {}", remote.path(), remote.host(), owned.sandbox.path().display()),
+        None => owned.sandbox.path().display().to_string(),
+    };
+    let removed = owned.sandbox.remove().map_err(|e| e.to_string()).and(removed_remote.map_err(|e| e.to_string()));
     let detail = match (&removed, left.is_empty()) {
-        (Ok(()), true) => format!(
-            "runtime {pids:?} and fixture server {fixture_pid:?} stopped; {} removed",
-            sandbox_path.display()
-        ),
-        (Err(e), _) => e.to_string(),
+        (Ok(()), true) => format!("runtime {pids:?} and fixture server {fixture_pid:?} stopped; {sandbox_path} removed"),
+        (Err(e), _) => e.clone(),
         (Ok(()), false) => format!("processes {left:?} are still running after they were stopped"),
     };
     report.check("No runtime process left and the sandbox removed", removed.is_ok() && left.is_empty(), detail);
@@ -424,6 +473,7 @@ mod tests {
             agents: AgentSearch::default(),
             bridge_command: None,
             transport: GatewayTransport::Auto,
+            remote: None,
         };
         let report = run_reuse_check(opts.clone(), ProgressSink::silent(), CancellationToken::new()).await;
         assert!(!report.passed);

@@ -265,7 +265,7 @@ fn verify_wave(
         if !f.tools.iter().any(|(t, out)| t == "read" && out.contains(&own)) {
             no_read.push(r.conversation.clone());
         }
-        if ctx.full_seed() && ctx.is_opencode() && !f.tools.iter().any(|(t, out)| t == "skill" && out.contains(SKILL_CANARY)) {
+        if ctx.full_seed() && ctx.loads_skills() && !f.tools.iter().any(|(t, out)| t == "skill" && out.contains(SKILL_CANARY)) {
             no_skill.push(r.conversation.clone());
         }
         if wave == 0 {
@@ -285,7 +285,7 @@ fn verify_wave(
         errors.is_empty() && no_read.is_empty(),
         if no_read.is_empty() { "read output holds the project's marker".into() } else { format!("not read in {no_read:?}") },
     );
-    if ctx.full_seed() && ctx.is_opencode() {
+    if ctx.full_seed() && ctx.loads_skills() {
         report.check(
             &format!("Wave {n}: the skill loaded in every run"),
             errors.is_empty() && no_skill.is_empty(),
@@ -434,19 +434,27 @@ async fn verify_runtime(ctx: &Ctx, report: &mut ReportBuilder) {
         status.open_instances.len() <= warm,
         format!("{} open, bound {warm}", status.open_instances.len()),
     );
-    let changed: Vec<_> = ctx
-        .spaces
-        .iter()
-        .enumerate()
-        .filter(|(i, s)| std::fs::read_to_string(s.root.join("marker.txt")).ok() != Some(marker(*i)))
-        .map(|(i, _)| i)
-        .collect();
+    let mut changed = Vec::new();
+    for (i, space) in ctx.spaces.iter().enumerate() {
+        if ctx.read_project_file(space, "marker.txt").await != Some(marker(i)) {
+            changed.push(i);
+        }
+    }
     report.check(
         "Marker files intact",
         changed.is_empty(),
         if changed.is_empty() { format!("{} markers unchanged", ctx.spaces.len()) } else { format!("changed in projects {changed:?}") },
     );
-    if let Some(pid) = status.pid {
+    if ctx.remote.is_some() {
+        // Measured on the host by the runtime's keeper (a pid there means nothing here).
+        match status.host_memory {
+            Some(m) => {
+                report.figure(Figure::value("runtime RSS on the host (process tree)", "bytes", m.rss_bytes as f64));
+                report.figure(Figure::value("runtime processes on the host", "count", f64::from(m.processes)));
+            }
+            None => tracing::warn!("the host has not reported the runtime's memory yet"),
+        }
+    } else if let Some(pid) = status.pid {
         match crate::host::procinfo::tree_rss(pid) {
             Ok(rss) => {
                 report.figure(Figure::value("runtime RSS (process tree)", "bytes", rss.bytes as f64));

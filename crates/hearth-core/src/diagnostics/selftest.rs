@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::isolation::{run_isolation_check, IsolationOptions};
 use crate::acp::agents::AgentSearch;
 use crate::runtime::RuntimeChoice;
+use super::remote_sandbox::RemoteTarget;
 use super::reuse::{run_reuse_check, ReuseOptions};
 use super::{ms, CheckReport, Progress, ProgressSink};
 
@@ -37,6 +38,8 @@ pub struct SelftestOptions {
     pub runtimes: Vec<RuntimeChoice>,
     /// Where agents other than OpenCode are found.
     pub agents: AgentSearch,
+    /// Run the checks' projects on this host (OpenCode's server only), instead of here.
+    pub remote: Option<RemoteTarget>,
 }
 
 /// The whole self-test, for the results table, the JSON export and the CLI. Holds no secrets.
@@ -114,7 +117,8 @@ pub async fn run_selftest(
         if cancel.is_cancelled() {
             break;
         }
-        if let Some(reason) = super::choice::unavailable(runtime, &opts.agents) {
+        let on_host = opts.remote.as_ref().and_then(|r| super::choice::unavailable_on(runtime, &r.host));
+        if let Some(reason) = on_host.or_else(|| super::choice::unavailable(runtime, &opts.agents)) {
             skipped.push(SkippedRuntime { runtime: super::choice::label(runtime), reason });
             continue;
         }
@@ -128,6 +132,7 @@ pub async fn run_selftest(
             agents: opts.agents.clone(),
             bridge_command: opts.bridge_command.clone(),
             transport: Default::default(),
+            remote: opts.remote.clone(),
         };
         let reuse = run_reuse_check(reuse_opts, prefixed(&progress, runtime, "reuse"), cancel.clone()).await;
         // The header names OpenCode's version (the server and `opencode acp` are one binary).
@@ -142,6 +147,7 @@ pub async fn run_selftest(
         iso.sandbox_parent = opts.sandbox_parent.clone();
         iso.runtime = runtime.clone();
         iso.agents = opts.agents.clone();
+        iso.remote = opts.remote.clone();
         checks.push(run_isolation_check(iso, prefixed(&progress, runtime, "isolation"), cancel.clone()).await);
     }
     let cancelled = cancel.is_cancelled() || checks.iter().any(|c| c.cancelled);

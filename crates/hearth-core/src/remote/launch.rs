@@ -266,6 +266,15 @@ pub async fn remote_home(place: &RemotePlace, local_root: &Path) -> Option<Strin
     Some(format!("{}/home", remote_root(&c.facts.home, local_root, &place.host)))
 }
 
+/// Remove the private root the runtime named by `local_root` kept on `host` (its sessions with
+/// it): for a self-test's runtime, once it has stopped.
+pub async fn remove_private_root(remote: &Arc<Remote>, host: &str, local_root: &Path) -> Result<(), RemoteError> {
+    let c = remote.connect(host).await?;
+    let root = remote_root(&c.facts.home, local_root, host);
+    c.link.run("removing the runtime's files", &format!("rm -rf -- {}", shell_quote(&root)), None, super::ssh::COMMAND_TIMEOUT).await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,6 +115,11 @@ impl Remote {
         Ok(Arc::new(Self { options, gateway, proxy, hosts: Default::default(), failures: Default::default() }))
     }
 
+    /// How this Remote runs ssh (a self-test reaches a host the same way, over links of its own).
+    pub fn options(&self) -> &SshOptions {
+        &self.options
+    }
+
     pub fn proxy(&self) -> &ModelProxy {
         &self.proxy
     }

@@ -31,6 +31,13 @@ pub fn slot_of(host: &str) -> RuntimeSlot {
     RuntimeSlot::variant(FAMILY, format!("ssh:{host}"))
 }
 
+/// The local folder that names `host`'s runtime under the runtimes' root `runtimes_root` (its
+/// private root on the host is derived from it: `launch::remove_private_root`).
+pub fn local_root(runtimes_root: &std::path::Path, host: &str) -> std::path::PathBuf {
+    let id: String = host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
+    runtimes_root.join(FAMILY).join("hosts").join(id)
+}
+
 impl RuntimeSpec for RemoteRuntimeConfig {
     fn family(&self) -> &'static str {
         FAMILY
@@ -46,9 +53,7 @@ impl RuntimeSpec for RemoteRuntimeConfig {
     }
 
     fn create(&self, host: &RuntimeHost) -> Result<Arc<dyn ProcessRuntime>, RuntimeError> {
-        // The local folder only names the runtime (its root on the host is derived from it).
-        let id: String = self.host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
-        let root = host.root.join(FAMILY).join("hosts").join(id);
+        let root = local_root(&host.root, &self.host);
         let place = Place::Remote(RemotePlace { host: self.host.clone(), remote: self.remote.clone() });
         Ok(Arc::new(OpenCodeRuntime::placed(self.config.clone(), root, host.clone(), place)))
     }

@@ -50,6 +50,11 @@ impl SshOptions {
     pub fn new(control_dir: PathBuf) -> Self {
         Self { config_file: None, control_dir, connect_timeout: CONNECT_TIMEOUT }
     }
+
+    /// How the app with data folder `data_dir` runs ssh (the window and `hearth selftest --host`).
+    pub fn for_data_dir(data_dir: &std::path::Path, config_file: Option<PathBuf>) -> Self {
+        Self { config_file, ..Self::new(data_dir.join("ssh")) }
+    }
 }
 
 /// Why talking to a host failed, in a sentence naming the host and what to do.

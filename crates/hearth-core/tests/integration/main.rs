@@ -28,6 +28,7 @@ mod real_runtime;
 mod remote_app;
 mod remote_bad_input;
 mod remote_runtime;
+mod remote_selftest;
 mod runtime_behaviour;
 mod runtime_hygiene;
 mod runtime_recovery;

@@ -35,6 +35,7 @@ fn options(binary: PathBuf, rg_dir: PathBuf, parent: &Path) -> SelftestOptions {
         sandbox_parent: Some(parent.to_path_buf()),
         runtimes: vec![RuntimeChoice::OpenCode],
         agents: Default::default(),
+        remote: None,
     }
 }
 
@@ -52,6 +53,8 @@ async fn reuse_check_with_2_projects_passes_every_assertion() {
         agents: Default::default(),
         bridge_command: None,
         transport: Default::default(),
+
+        remote: None,
     };
     let report = run_reuse_check(opts, ProgressSink::silent(), CancellationToken::new()).await;
     println!("{}", report.to_text());

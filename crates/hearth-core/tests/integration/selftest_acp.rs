@@ -39,6 +39,8 @@ async fn reuse_over(runtime: RuntimeChoice, projects: usize, parent: &Path, tran
         agents: agents(),
         bridge_command: Some(support::bridge_command()),
         transport,
+
+        remote: None,
     };
     let report = run_reuse_check(opts, ProgressSink::silent(), CancellationToken::new()).await;
     println!("{}", report.to_text());
