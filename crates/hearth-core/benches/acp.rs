@@ -110,7 +110,7 @@ async fn run(found: FoundRuntime) -> Result<(), String> {
     for c in &choices {
         let mut config = kit::scripted_config(&found, &model, false);
         config.rg_dir = Some(found.rg_dir.clone());
-        let selection = choice::selection(c, CheckSetup { config, model: &model, gateway: None, skills: None, agents: &agents, bridge: None, transport: Default::default(), project: &spaces[0].root })
+        let selection = choice::selection(c, CheckSetup { config, model: &model, gateway: None, skills: None, agents: &agents, bridge: None, transport: Default::default(), project: &spaces[0].root, remote: None })
             .map_err(|e| e.to_string())?;
         let mut facades = Vec::new();
         for space in &spaces {

@@ -161,6 +161,8 @@ impl Bench {
         procinfo::tree_rss(pid).map_err(|e| format!("cannot read the memory of runtime pid {pid}: {e}"))
     }
 
+    // FILLER_PROJECTS is 0 with today's sample counts; its loop stays so other counts still open 10.
+    #[allow(clippy::reversed_empty_ranges)]
     async fn run(&self) -> Result<(), String> {
         // --- Launch and idle memory.
         let launch = Instant::now();

@@ -90,7 +90,7 @@ impl Drop for PendingPermission {
 /// What reaches the run listening on a session.
 pub enum SessionEvent {
     Update(Box<SessionUpdate>),
-    Permission(PendingPermission),
+    Permission(Box<PendingPermission>),
 }
 
 /// Session id → the run listening on it. A message for a session nobody listens to (a history the
@@ -153,7 +153,7 @@ impl Connection {
                 .on_receive_request(
                     async move |request: RequestPermissionRequest, responder, _cx| {
                         let session = request.session_id.0.to_string();
-                        to_permissions.deliver(&session, SessionEvent::Permission(PendingPermission { request, answer: Some(responder) }));
+                        to_permissions.deliver(&session, SessionEvent::Permission(Box::new(PendingPermission { request, answer: Some(responder) })));
                         Ok(())
                     },
                     agent_client_protocol::on_receive_request!(),

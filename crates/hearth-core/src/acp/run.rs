@@ -245,7 +245,7 @@ impl Watch<'_> {
                     }
                 }
             }
-            SessionEvent::Permission(pending) => self.on_permission(pending),
+            SessionEvent::Permission(pending) => self.on_permission(*pending),
         }
     }
 

@@ -46,7 +46,7 @@ impl Sandbox {
     /// Bytes free on the sandbox's file system, if the system says.
     pub fn free_bytes(&self) -> Option<u64> {
         let st = nix::sys::statvfs::statvfs(self.path()).ok()?;
-        Some(u64::from(st.blocks_available()) * st.fragment_size())
+        Some(st.blocks_available() * st.fragment_size())
     }
 
     /// Resolves (with the free bytes) once the disk has stayed full for [`DISK_FULL_GRACE`]; never

@@ -257,10 +257,13 @@ fn environment(spec: &LaunchSpec, config: &serde_json::Value, password: &str) ->
     env
 }
 
+/// A command's arguments and environment.
+pub type ArgsAndEnv = (Vec<String>, Vec<(String, String)>);
+
 /// The arguments and environment of `opencode acp` for `config`, with `root` prepared as for the
 /// server (guard first among the plugins, code folders emptied, keys in 0600 files). Its internal
 /// HTTP server gets a password nobody is told, so the agent's shell cannot use it either.
-pub fn prepare_acp(config: &super::config::RuntimeConfig, root: &Path) -> Result<(Vec<String>, Vec<(String, String)>), LaunchError> {
+pub fn prepare_acp(config: &super::config::RuntimeConfig, root: &Path) -> Result<ArgsAndEnv, LaunchError> {
     let secrets = root.join("secrets");
     let secret_files = config
         .profiles

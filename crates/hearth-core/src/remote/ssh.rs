@@ -85,7 +85,7 @@ pub enum SshError {
 /// What ssh's last words on a failed connection mean.
 pub fn classify(host: &str, stderr: &str) -> SshError {
     let host = host.to_string();
-    let detail = stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('@')).last().unwrap_or("ssh exited").to_string();
+    let detail = stderr.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with('@')).unwrap_or("ssh exited").to_string();
     if stderr.contains("REMOTE HOST IDENTIFICATION HAS CHANGED") || stderr.contains("Host key for") && stderr.contains("has changed") {
         SshError::HostKeyChanged { host }
     } else if stderr.contains("host key is known") && stderr.contains("strict checking") || stderr.contains("Host key verification failed") {

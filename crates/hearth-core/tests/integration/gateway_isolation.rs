@@ -9,6 +9,7 @@
 //!   it, and the call runs under A's grant;
 //! - starts a `task` subagent (naming B's session as the one to continue, which the plugin drops)
 //!   that searches knowledge: it gets A's libraries.
+//!
 //! None of B's library text reaches A's messages, tool outputs or model requests.
 
 use crate::support;

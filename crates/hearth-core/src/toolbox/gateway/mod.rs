@@ -14,6 +14,7 @@
 //!    `gateway.bind_session(&session_id, &request.request_id, &token)?`; when the run sees a
 //!    subagent's session created under it: `gateway.bind_child(&request_id, &session_id, &child)`.
 //! 4. When the run ends (done, error, cancel), or never starts: `gateway.request_ended(&request_id)`.
+//!
 //! [`GatewayRunHooks`] does 2–4 for the runtime's `RunHooks`.
 //!
 //! Each call carries a stamp with the session id (written by the plugin, with a key only the

@@ -380,7 +380,7 @@ mod tests {
     fn a_folder_left_by_earlier_versions_becomes_the_link_and_leftovers_go() {
         let (_tmp, skills, stager) = setup();
         package(&skills, "alpha", &skill_md("alpha"));
-        package(&stager.link().to_path_buf(), "stale", &skill_md("stale"));
+        package(stager.link(), "stale", &skill_md("stale"));
         let leftover = stager.dir().join(format!("{STAGING_PREFIX}crashed"));
         std::fs::create_dir_all(&leftover).unwrap();
         stager.refresh().unwrap();
