@@ -410,6 +410,8 @@ export type Figure = {
 	samples: number,
 	min: number | null,
 	median: number | null,
+	/**  The 95th percentile (nearest rank): the slow end a user meets once in twenty. */
+	p95: number | null,
 	max: number | null,
 };
 

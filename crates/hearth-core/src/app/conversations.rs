@@ -13,6 +13,9 @@ use crate::images::PreparedImage;
 use crate::runtime::*;
 use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
 
+/// Logged when a reply's first text arrives from the runtime.
+pub const FIRST_TEXT_LOG: &str = "first text from the runtime";
+
 impl Hearth {
     fn emit(&self, conversation_id: &str, kind: ConversationUpdateKind) {
         self.updates.send(conversation_id, kind);
@@ -165,8 +168,16 @@ impl Hearth {
         })
         .await;
         let space = request.space.clone();
+        let sent = std::time::Instant::now();
+        let mut first_text = true;
         let mut stream = facade.run(request, cancel);
         while let Some(event) = stream.next().await {
+            if first_text && matches!(event, RuntimeEvent::TextDelta { .. }) {
+                first_text = false;
+                // The runtime's end of "send → first text": the render benchmark sets the window's
+                // end beside it.
+                tracing::info!(conversation = %crate::host::logging::log_tag(&cid), after_ms = sent.elapsed().as_millis() as u64, "{FIRST_TEXT_LOG}");
+            }
             if let RuntimeEvent::PermissionAsked { permission_id, permission, patterns } = &event {
                 if self.permissions.asked(&cid, permission_id, permission, patterns) {
                     // Answered "always" earlier in this conversation: answered again, not shown.

@@ -33,8 +33,11 @@ pub const COMPACTION_FINISH_TIMEOUT: Duration = Duration::from_secs(180);
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A genuinely pending model call, not a race through a fast reply.
 pub const MIN_HOLD: Duration = Duration::from_secs(1);
-/// Probe rounds while idle and while A is held, and the pauses between probes.
-pub const PROBE_ROUNDS: usize = 4;
+/// Probe rounds while idle and while A is held, and the pauses between probes: enough samples
+/// for a p95 that means something.
+pub const PROBE_ROUNDS: usize = 20;
+/// Whole B prompts while idle and while A is held (the first one's window gives the event lags).
+pub const B_PROMPT_SAMPLES: usize = 20;
 pub const PROBE_PAUSE: Duration = Duration::from_millis(50);
 pub const ASSEMBLY_PROBE_PAUSE: Duration = Duration::from_millis(5);
 
@@ -78,6 +81,7 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     }
     let idle = prompt_b(ctx, "idle", "Read marker.txt while A is idle.").await;
     idle.verdict("B's idle prompt")?;
+    more_b_prompts(ctx, "idle", "Read marker.txt while A is idle.").await?;
 
     corpus(ctx, &a, report).await?;
     let outline_session = seed_outline(ctx, &b, report).await?;
@@ -179,6 +183,9 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
             .unwrap_or_else(|| format!("{PROBE_ROUNDS} rounds of 5 probes, A shown active in each")),
     );
     let held = prompt_b(ctx, "held", "Read marker.txt while A's compaction is held.").await;
+    if held.result.is_ok() {
+        more_b_prompts(ctx, "held", "Read marker.txt while A's compaction is held.").await?;
+    }
 
     // ---- both held ----
     ctx.progress.report("both-held", "Holding B's prompt too: both sessions must show active.");
@@ -307,8 +314,10 @@ pub(crate) async fn steps(ctx: &Ctx, report: &mut ReportBuilder) -> Result<(), C
     for f in ctx.lat.figures() {
         report.figure(f);
     }
-    report.figure_opt(ratio(ctx, "B prompt held/idle (median)", "held · B prompt", "idle · B prompt"));
-    report.figure_opt(ratio(ctx, "GET held/idle (median)", "held · B session", "idle · B session"));
+    report.figure_opt(ratio(ctx, "B prompt held/idle (median)", "held · B prompt", "idle · B prompt", |f| f.median));
+    report.figure_opt(ratio(ctx, "B prompt held/idle (p95)", "held · B prompt", "idle · B prompt", |f| f.p95));
+    report.figure_opt(ratio(ctx, "GET held/idle (median)", "held · B session", "idle · B session", |f| f.median));
+    report.figure_opt(ratio(ctx, "GET held/idle (p95)", "held · B session", "idle · B session", |f| f.p95));
     Ok(())
 }
 
@@ -329,6 +338,14 @@ async fn seed(ctx: &Ctx) -> Result<(String, String), CheckError> {
             .ok_or_else(|| CheckError::Missing(format!("native session for conversation {c} after its first turn")))
     };
     Ok((session(CONVERSATION_A)?, session(CONVERSATION_B)?))
+}
+
+/// The rest of a phase's [`B_PROMPT_SAMPLES`], each of which must answer the marker.
+async fn more_b_prompts(ctx: &Ctx, phase: &str, prompt: &str) -> Result<(), CheckError> {
+    for _ in 1..B_PROMPT_SAMPLES {
+        prompt_b(ctx, phase, prompt).await.verdict(&format!("B's {phase} prompt"))?;
+    }
+    Ok(())
 }
 
 async fn prompt_b(ctx: &Ctx, phase: &str, prompt: &str) -> Window {
@@ -461,8 +478,8 @@ fn verify_corpus(ctx: &Ctx, body: &[u8], has_seed: bool, report: &mut ReportBuil
     );
 }
 
-fn ratio(ctx: &Ctx, name: &str, held: &str, idle: &str) -> Option<Figure> {
-    let median = |op: &str| Figure::distribution(op, "ms", &ctx.lat.of(op).0).map(|f| f.median);
-    let (h, i) = (median(held)?, median(idle)?);
+fn ratio(ctx: &Ctx, name: &str, held: &str, idle: &str, at: fn(&Figure) -> f64) -> Option<Figure> {
+    let value = |op: &str| Figure::distribution(op, "ms", &ctx.lat.of(op).0).map(|f| at(&f));
+    let (h, i) = (value(held)?, value(idle)?);
     (i > 0.0).then(|| Figure::value(name, "ratio", h / i))
 }

@@ -49,16 +49,18 @@ pub struct Figure {
     pub samples: u32,
     pub min: f64,
     pub median: f64,
+    /// The 95th percentile (nearest rank): the slow end a user meets once in twenty.
+    pub p95: f64,
     pub max: f64,
 }
 
 impl Figure {
     pub fn value(name: impl Into<String>, unit: impl Into<String>, value: f64) -> Self {
-        Self { name: name.into(), unit: unit.into(), samples: 1, min: value, median: value, max: value }
+        Self { name: name.into(), unit: unit.into(), samples: 1, min: value, median: value, p95: value, max: value }
     }
 
-    /// min/median/max of `values`; `None` when there are none. The median of an even count is the
-    /// upper middle value.
+    /// min/median/p95/max of `values`; `None` when there are none. The median of an even count is
+    /// the upper middle value.
     pub fn distribution(name: impl Into<String>, unit: impl Into<String>, values: &[f64]) -> Option<Self> {
         if values.is_empty() {
             return None;
@@ -71,6 +73,7 @@ impl Figure {
             samples: u32::try_from(sorted.len()).unwrap_or(u32::MAX),
             min: sorted[0],
             median: sorted[sorted.len() / 2],
+            p95: sorted[(sorted.len() * 95).div_ceil(100).saturating_sub(1)],
             max: sorted[sorted.len() - 1],
         })
     }
@@ -131,8 +134,8 @@ impl CheckReport {
                 out.push_str(&format!("  {}: {:.1} {}\n", f.name, f.median, f.unit));
             } else {
                 out.push_str(&format!(
-                    "  {}: min {:.1} / median {:.1} / max {:.1} {} (n={})\n",
-                    f.name, f.min, f.median, f.max, f.unit, f.samples
+                    "  {}: min {:.1} / median {:.1} / p95 {:.1} / max {:.1} {} (n={})\n",
+                    f.name, f.min, f.median, f.p95, f.max, f.unit, f.samples
                 ));
             }
         }
@@ -307,7 +310,10 @@ mod tests {
     #[test]
     fn distributions_and_values() {
         let f = Figure::distribution("x", "ms", &[3.0, 1.0, 2.0, 10.0]).unwrap();
-        assert_eq!((f.samples, f.min, f.median, f.max), (4, 1.0, 3.0, 10.0));
+        assert_eq!((f.samples, f.min, f.median, f.p95, f.max), (4, 1.0, 3.0, 10.0, 10.0));
+        // Nearest rank: of 20 samples 1..=20, the 19th.
+        let twenty: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(Figure::distribution("x", "ms", &twenty).unwrap().p95, 19.0);
         assert_eq!(Figure::distribution("x", "ms", &[]), None);
         let v = Figure::value("y", "bytes", 5.0);
         assert_eq!((v.samples, v.min, v.max), (1, 5.0, 5.0));

@@ -159,8 +159,13 @@ fn event(value: Value) -> String {
 
 /// The SSE events of a streamed reply, each a full `event: …\ndata: …\n\n`.
 pub fn stream_events(request: &ObservedRequest, message: &Message, default_model: &str) -> Vec<String> {
+    stream_events_in(request, message, MAX_TEXT_DELTAS, default_model)
+}
+
+/// [`stream_events`] with the text cut into at most `deltas` deltas.
+pub fn stream_events_in(request: &ObservedRequest, message: &Message, deltas: usize, default_model: &str) -> Vec<String> {
     let pieces = match message {
-        Message::Text(text) => split(text, MAX_TEXT_DELTAS),
+        Message::Text(text) => split(text, deltas),
         Message::ToolCall { .. } => Vec::new(),
     };
     events_with_pieces(request, message, &pieces, default_model)

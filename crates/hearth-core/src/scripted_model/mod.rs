@@ -9,6 +9,7 @@
 mod anthropic;
 mod edits;
 mod hold;
+mod long_reply;
 mod record;
 mod request;
 mod script;

@@ -27,6 +27,9 @@ pub enum Reply {
     /// Assistant text streamed in two halves, the second only once `gate` opens: a reply caught in
     /// the middle of its text.
     PausedText { before: String, after: String, gate: Gate },
+    /// Assistant text streamed as `pieces` deltas, each after a pause of `every`: a long reply
+    /// arriving at a steady pace.
+    Paced { text: String, pieces: usize, every: std::time::Duration },
     /// Close the connection without answering.
     Drop,
 }
@@ -156,6 +159,9 @@ pub fn default_reply(request: &ObservedRequest) -> Reply {
                 if let Some(tool) = request.tools().into_iter().find(|t| t.name.ends_with("knowledge_search")) {
                     return Reply::tool_call(tool.name, tool.adapt(json!({ "query": query })));
                 }
+            }
+            if let Some(kib) = super::long_reply::long_reply_request(&prompt) {
+                return super::long_reply::long_reply(kib);
             }
             if let Some((name, tool)) = skill_request(&prompt).zip(request.find_tool("skill")) {
                 return Reply::tool_call(tool.name, tool.adapt(json!({ "name": name })));

@@ -338,6 +338,20 @@ async fn answer(api: Api, shared: &Shared, connection: &ConnectionControl, heade
                 .map(|event| Ok::<_, Infallible>(Bytes::from(event)));
             return event_stream(Body::from_stream(stream));
         }
+        Reply::Paced { text, pieces, every } if request.stream => {
+            let message = Message::Text(text);
+            let events = match api {
+                Api::ChatCompletions => wire::stream_events_in(&request, &message, pieces, MODEL_ID),
+                Api::AnthropicMessages => anthropic::stream_events_in(&request, &message, pieces, MODEL_ID),
+            };
+            use futures::StreamExt as _;
+            let stream = futures::stream::iter(events).then(move |event| async move {
+                tokio::time::sleep(every).await;
+                Ok::<_, Infallible>(Bytes::from(event))
+            });
+            return event_stream(Body::from_stream(stream));
+        }
+        Reply::Paced { text, .. } => Message::Text(text),
         Reply::Drop => {
             connection.0.cancel();
             // The connection task drops this future along with the connection.

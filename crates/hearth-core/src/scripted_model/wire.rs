@@ -80,8 +80,13 @@ pub(super) fn split(text: &str, pieces: usize) -> Vec<&str> {
 
 /// The SSE events of a streamed completion, each a full `data: …\n\n` line, ending with `[DONE]`.
 pub fn stream_events(request: &ObservedRequest, message: &Message, default_model: &str) -> Vec<String> {
+    stream_events_in(request, message, MAX_TEXT_DELTAS, default_model)
+}
+
+/// [`stream_events`] with the text cut into at most `deltas` deltas.
+pub fn stream_events_in(request: &ObservedRequest, message: &Message, deltas: usize, default_model: &str) -> Vec<String> {
     let pieces = match message {
-        Message::Text(text) => split(text, MAX_TEXT_DELTAS),
+        Message::Text(text) => split(text, deltas),
         Message::ToolCall { .. } => Vec::new(),
     };
     events_with_pieces(request, message, &pieces, default_model)
