@@ -1,14 +1,23 @@
 // UI render benchmark in the real window (prints figures; asserts nothing about speed):
-// open a conversation of 5,000 messages — time to first paint, then the frame budget while scrolling
-// through all of it (the list is virtualized) — and the send → first streamed text on screen latency of a new turn.
-// `node tests/bench/render.mjs` after `cargo build -p hearth`.
-import { mkdtempSync, rmSync } from "node:fs";
+// open a conversation of 5,000 messages — time to first paint, then the frame intervals while
+// scrolling through all of it (the list is virtualized) and while it sits idle — then send → first
+// streamed text on screen against the same turn's first text event reaching Hearth from the runtime
+// (read from the app's log: both ends in one run), first turn and a warm one, and the frame
+// intervals while a 200 KB reply streams in (the built-in model's "stream 200 kb").
+// `node tests/bench/render.mjs` after `cargo build -p hearth` (HEARTH_APP_BIN picks the binary).
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { click, launchApp, seedConversation, stopApp } from "../e2e/harness.mjs";
 
-const MESSAGES = 5000;
+/** The conversation opened (`HEARTH_BENCH_MESSAGES` sets another size, to tell the list's share from the rest). */
+const MESSAGES = Number(process.env.HEARTH_BENCH_MESSAGES ?? 5000);
 const SCROLL_STEPS = 120;
+const IDLE_MS = 2000;
+const LONG_REPLY_KIB = 200;
+const STREAM_TIMEOUT_MS = 300_000;
+/** What the app logs when a reply's first text arrives from the runtime (`FIRST_TEXT_LOG`). */
+const FIRST_TEXT_LOG = "first text from the runtime";
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), "hearth-render-bench-"));
 const dataDir = path.join(scratch, "data");
@@ -21,7 +30,8 @@ const stats = (xs) => {
   return `min ${s[0].toFixed(1)} / p50 ${q(0.5).toFixed(1)} / p95 ${q(0.95).toFixed(1)} / max ${s[s.length - 1].toFixed(1)} ms (n=${s.length})`;
 };
 
-const app = await launchApp({ dataDir });
+// The app logs at warn in the window tests; the first-text line is info.
+const app = await launchApp({ dataDir, env: { RUST_LOG: "warn,hearth_core::app::conversations=info" } });
 try {
   await click(app.browser, "project-item");
   await (await app.browser.$('[data-testid="conversation-item"]')).waitForDisplayed({ timeout: 20_000 });
@@ -55,31 +65,133 @@ try {
   const frames = await scrollPass();
   const framesAgain = await scrollPass();
 
-  // A new turn with the built-in scripted model: send → first text of the reply on screen.
-  const input = await app.browser.$('[data-testid="composer-input"]');
-  await input.setValue("hello there");
-  const latency = await app.browser.executeAsync((done) => {
-    // The list is virtualized: a new reply shows as a new last element, not a longer list.
-    const all = () => document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
-    const before = all()[all().length - 1];
-    const t0 = performance.now();
-    document.querySelector('[data-testid="send-button"]').click();
-    const obs = new MutationObserver(() => {
-      const replies = all();
-      const last = replies[replies.length - 1];
-      if (last !== before && last.querySelector('[data-testid="message-text"]').innerText.trim()) {
-        obs.disconnect();
-        done(performance.now() - t0);
-      }
-    });
-    obs.observe(document.body, { subtree: true, childList: true, characterData: true });
-  });
+  // What the list manages when nothing happens: the baseline the streaming figures are held to.
+  const idleFrames = await app.browser.executeAsync((ms, done) => {
+    const gaps = [];
+    let last = performance.now();
+    const end = last + ms;
+    const tick = (now) => {
+      gaps.push(now - last);
+      last = now;
+      if (now < end) requestAnimationFrame(tick);
+      else done(gaps.slice(1));
+    };
+    requestAnimationFrame(tick);
+  }, IDLE_MS);
 
-  console.log(`UI render benchmark (${MESSAGES} stored messages, virtualized: ${rendered} in the page at first)`);
-  console.log(`  open conversation → first paint: ${firstPaint.toFixed(0)} ms`);
-  console.log(`  frame interval while scrolling, first pass: ${stats(frames)} (budget 16.7 ms at 60 Hz)`);
-  console.log(`  frame interval while scrolling, second pass: ${stats(framesAgain)}`);
-  console.log(`  send → first streamed text on screen (first turn, includes the runtime's start): ${latency.toFixed(0)} ms`);
+  // The reply a send is about to start. The list is virtualized, so a reply never seen before is not
+  // necessarily new: the new one is the first seen still running, and it is followed from then on.
+  await app.browser.execute(() => {
+    window.__hearthNewReply = () => {
+      let id = null;
+      return () => {
+        if (id === null) {
+          const running = Array.from(document.querySelectorAll('[data-testid="message"][data-role="assistant"]')).find((r) => r.dataset.status !== "done" && r.dataset.status !== "error" && r.dataset.status !== "cancelled");
+          if (!running) return null;
+          id = running.dataset.id;
+        }
+        return document.querySelector(`[data-testid="message"][data-id="${id}"]`);
+      };
+    };
+  });
+  // When each text delta reaches the page (a listener of its own, beside the view's): the middle of
+  // send → first text, between Hearth getting it and the window showing it.
+  await app.browser.executeAsync((done) => {
+    window.__hearthDeltas = [];
+    const internals = window.__TAURI_INTERNALS__;
+    const handler = internals.transformCallback((e) => {
+      const k = e.payload.kind;
+      if (k.type === "runtime" && k.event.type === "textDelta") window.__hearthDeltas.push(performance.timeOrigin + performance.now());
+    });
+    internals.invoke("plugin:event|listen", { event: "conversation-updated", target: { kind: "Any" }, handler }).then(() => done());
+  });
+  // A turn with the built-in scripted model: the wall-clock time of the click, and of the first text
+  // of the new reply on screen.
+  const sendAndSeeFirstText = async (prompt) => {
+    const input = await app.browser.$('[data-testid="composer-input"]');
+    await input.setValue(prompt);
+    return app.browser.executeAsync((done) => {
+      const reply = window.__hearthNewReply();
+      window.__hearthDeltas.length = 0;
+      const clicked = performance.timeOrigin + performance.now();
+      document.querySelector('[data-testid="send-button"]').click();
+      const obs = new MutationObserver(() => {
+        if (reply()?.querySelector('[data-testid="message-text"]').innerText.trim()) {
+          obs.disconnect();
+          done({ clicked, onScreen: performance.timeOrigin + performance.now(), inPage: window.__hearthDeltas[0] ?? null });
+        }
+      });
+      obs.observe(document.body, { subtree: true, childList: true, characterData: true });
+    });
+  };
+  const replyDone = () =>
+    app.browser.waitUntil(
+      async () => (await app.browser.execute(() => {
+        const replies = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+        return replies[replies.length - 1]?.dataset.status;
+      })) === "done",
+      { timeout: 120_000, interval: 50 },
+    );
+  // The runtime's end: when Hearth got the reply's first text event (logged with a UTC timestamp).
+  const firstTextEvents = () => {
+    const dir = path.join(dataDir, "logs");
+    return readdirSync(dir)
+      .flatMap((f) => readFileSync(path.join(dir, f), "utf8").split("\n"))
+      .filter((l) => l.includes(FIRST_TEXT_LOG))
+      .map((l) => Date.parse(l.split(/\s+/)[0]));
+  };
+  const turn = async (prompt) => {
+    const seen = firstTextEvents().length;
+    const t = await sendAndSeeFirstText(prompt);
+    await replyDone();
+    let event;
+    await app.browser.waitUntil(async () => (event = firstTextEvents()[seen]) !== undefined, { timeout: 10_000, interval: 50 });
+    return { screen: t.onScreen - t.clicked, runtime: event - t.clicked, page: t.inPage === null ? null : t.inPage - t.clicked };
+  };
+  const first = await turn("hello firstturn");
+  const warm = await turn("hello warmturn");
+
+  // A 200 KB reply streaming in: frame intervals from the click until it is done. Collected in the
+  // page and polled from here: a slow window may take minutes, longer than one WebDriver call may.
+  await (await app.browser.$('[data-testid="composer-input"]')).setValue(`stream ${LONG_REPLY_KIB} kb`);
+  await app.browser.execute(() => {
+    const newReply = window.__hearthNewReply();
+    const bench = (window.__hearthStreamBench = { gaps: [], took: null, chars: 0 });
+    const t0 = performance.now();
+    let last = t0;
+    document.querySelector('[data-testid="send-button"]').click();
+    const tick = (now) => {
+      bench.gaps.push(now - last);
+      last = now;
+      const reply = newReply();
+      const text = reply?.querySelector('[data-testid="message-text"]');
+      // Done, and rendered whole (what one frame cannot render waits as plain text).
+      if (reply?.dataset.status === "done" && text?.dataset.pending === "false") {
+        bench.took = now - t0;
+        bench.chars = text.innerText.length;
+      } else requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+  await app.browser.waitUntil(async () => (await app.browser.execute(() => window.__hearthStreamBench.took)) !== null, {
+    timeout: STREAM_TIMEOUT_MS,
+    interval: 500,
+    timeoutMsg: `the ${LONG_REPLY_KIB} KB reply was not shown whole within ${STREAM_TIMEOUT_MS / 1000} s`,
+  });
+  const streaming = await app.browser.execute(() => window.__hearthStreamBench);
+  streaming.gaps = streaming.gaps.slice(1);
+
+  const ratio = (t) =>
+    `${t.screen.toFixed(0)} ms on screen, first text event ${t.runtime.toFixed(0)} ms (${(t.screen / t.runtime).toFixed(2)}×); ` +
+    `it reached the page at ${t.page === null ? "?" : t.page.toFixed(0)} ms`;
+  console.log(`render bench: a conversation of ${MESSAGES} messages (${rendered} of them in the page at once)`);
+  console.log(`  open → first paint: ${firstPaint.toFixed(0)} ms`);
+  console.log(`  frame interval scrolling to the top, first pass: ${stats(frames)}`);
+  console.log(`  frame interval scrolling to the top, second pass: ${stats(framesAgain)}`);
+  console.log(`  frame interval idle (nothing happening, ${IDLE_MS} ms): ${stats(idleFrames)}`);
+  console.log(`  send → first streamed text, first turn (includes the runtime's start): ${ratio(first)}`);
+  console.log(`  send → first streamed text, warm turn: ${ratio(warm)}`);
+  console.log(`  frame interval while a ${LONG_REPLY_KIB} KB reply streams in: ${stats(streaming.gaps)}; done in ${streaming.took.toFixed(0)} ms, ${streaming.chars} characters shown`);
 } finally {
   await stopApp(app);
   rmSync(scratch, { recursive: true, force: true });
