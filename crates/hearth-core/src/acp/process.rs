@@ -8,11 +8,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
-use crate::host::output_tail::{OutputTail, MAX_LINE_BYTES};
+use crate::host::output_tail::{OutputLines, OutputTail};
 
 /// After the agent exits, how long its stderr is read for what it printed last.
 const STDERR_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -122,15 +121,9 @@ pub async fn spawn(launch: &AgentLaunch, records_dir: Option<PathBuf>) -> Result
 }
 
 async fn pump_stderr(stream: tokio::process::ChildStderr, tail: Arc<OutputTail>) {
-    use tokio::io::AsyncReadExt as _;
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => tail.push_line(String::from_utf8_lossy(&line).trim_end()),
-        }
+    let mut lines = OutputLines::new(stream);
+    while let Some(line) = lines.next_line().await {
+        tail.push_line(&line);
     }
 }
 

@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, BufReader};
+
 /// Bytes of a child's stdout/stderr kept for error messages.
 pub const OUTPUT_TAIL_BYTES: usize = 8 * 1024;
 /// Longest output line read; longer lines are cut.
@@ -27,9 +29,43 @@ impl OutputTail {
     }
 }
 
+/// A child's output line by line, each at most [`MAX_LINE_BYTES`] (a longer one comes in pieces),
+/// decoded lossily and without trailing whitespace: a child printing junk cannot grow Hearth's memory.
+pub struct OutputLines<R> {
+    reader: BufReader<R>,
+    line: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> OutputLines<R> {
+    pub fn new(stream: R) -> Self {
+        Self { reader: BufReader::new(stream), line: Vec::new() }
+    }
+
+    /// The next line; `None` once the output ends (or cannot be read).
+    pub async fn next_line(&mut self) -> Option<String> {
+        self.line.clear();
+        match (&mut self.reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut self.line).await {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(String::from_utf8_lossy(&self.line).trim_end().to_owned()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn lines_are_trimmed_and_bounded() {
+        let long = "x".repeat(MAX_LINE_BYTES + 10);
+        let input = format!("one  \r\n{long}\ntwo");
+        let mut lines = OutputLines::new(input.as_bytes());
+        assert_eq!(lines.next_line().await.as_deref(), Some("one"));
+        assert_eq!(lines.next_line().await.map(|l| l.len()), Some(MAX_LINE_BYTES));
+        assert_eq!(lines.next_line().await.as_deref(), Some("xxxxxxxxxx"));
+        assert_eq!(lines.next_line().await.as_deref(), Some("two"));
+        assert_eq!(lines.next_line().await, None);
+    }
 
     #[test]
     fn tail_is_bounded() {

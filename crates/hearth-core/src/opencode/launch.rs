@@ -11,9 +11,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::AsyncRead;
 
-use crate::host::output_tail::MAX_LINE_BYTES;
+use crate::host::output_tail::OutputLines;
 use tokio::process::Command;
 use tokio::sync::watch;
 
@@ -353,16 +353,9 @@ pub async fn launch(spec: &LaunchSpec) -> Result<Server, LaunchError> {
 
 /// Read output lines into the tail; hand the first listening URL to `url_tx`.
 async fn pump(stream: impl AsyncRead + Unpin, tail: Arc<OutputTail>, mut url_tx: Option<tokio::sync::oneshot::Sender<String>>) {
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end();
+    let mut lines = OutputLines::new(stream);
+    while let Some(line) = lines.next_line().await {
+        let text = line.as_str();
         if let Some(url) = text.strip_prefix(LISTEN_PREFIX) {
             if let Some(tx) = url_tx.take() {
                 let _ = tx.send(url.trim().trim_end_matches('/').to_string());
@@ -376,8 +369,6 @@ async fn pump(stream: impl AsyncRead + Unpin, tail: Arc<OutputTail>, mut url_tx:
         tail.push_line(text);
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 #[cfg(test)]
 mod tests {

@@ -164,11 +164,7 @@ pub fn stream_events(request: &ObservedRequest, message: &Message, default_model
 
 /// [`stream_events`] with the text cut into at most `deltas` deltas.
 pub fn stream_events_in(request: &ObservedRequest, message: &Message, deltas: usize, default_model: &str) -> Vec<String> {
-    let pieces = match message {
-        Message::Text(text) => split(text, deltas),
-        Message::ToolCall { .. } => Vec::new(),
-    };
-    events_with_pieces(request, message, &pieces, default_model)
+    events_with_pieces(request, message, &super::wire::text_pieces(message, deltas), default_model)
 }
 
 /// A text streamed as `before` then `after`: the events up to and including the `before` delta, and

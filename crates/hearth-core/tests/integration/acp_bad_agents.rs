@@ -120,13 +120,5 @@ async fn every_broken_agent_is_a_sentence_in_bounded_time_and_leaves_nothing_run
 
 /// Live processes whose command line names a file in `dir` (the scripts above).
 fn running_from(dir: &Path) -> Vec<u32> {
-    let needle = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| support::alive(*pid))
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle)))
-        .collect()
+    support::processes_naming(dir, "cmdline")
 }

@@ -160,6 +160,11 @@ pub fn bridge_command() -> Vec<String> {
 
 /// Live processes whose environment points into `dir` (a test's own sandbox, not other tests').
 pub fn processes_under(dir: &Path) -> Vec<u32> {
+    processes_naming(dir, "environ")
+}
+
+/// Live processes whose `/proc/<pid>/<file>` (`environ`, `cmdline`) names `dir`.
+pub fn processes_naming(dir: &Path, file: &str) -> Vec<u32> {
     let needle = dir.to_string_lossy().into_owned();
     std::fs::read_dir("/proc")
         .into_iter()
@@ -167,7 +172,7 @@ pub fn processes_under(dir: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| alive(*pid))
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| String::from_utf8_lossy(&env).contains(&needle)))
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/{file}")).is_ok_and(|text| String::from_utf8_lossy(&text).contains(&needle)))
         .collect()
 }
 
