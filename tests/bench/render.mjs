@@ -16,6 +16,12 @@ const SCROLL_STEPS = 120;
 const IDLE_MS = 2000;
 const LONG_REPLY_KIB = 200;
 const STREAM_TIMEOUT_MS = 300_000;
+/** The project's conversation list appearing after launch. */
+const OPEN_TIMEOUT_MS = 20_000;
+/** One scripted turn of a few words, first turn of the runtime included. */
+const REPLY_TIMEOUT_MS = 120_000;
+/** The app's log line reaching the file after the reply is on screen. */
+const LOG_TIMEOUT_MS = 10_000;
 /** What the app logs when a reply's first text arrives from the runtime (`FIRST_TEXT_LOG`). */
 const FIRST_TEXT_LOG = "first text from the runtime";
 
@@ -34,7 +40,7 @@ const stats = (xs) => {
 const app = await launchApp({ dataDir, env: { RUST_LOG: "warn,hearth_core::app::conversations=info" } });
 try {
   await click(app.browser, "project-item");
-  await (await app.browser.$('[data-testid="conversation-item"]')).waitForDisplayed({ timeout: 20_000 });
+  await (await app.browser.$('[data-testid="conversation-item"]')).waitForDisplayed({ timeout: OPEN_TIMEOUT_MS });
   const firstPaint = await app.browser.executeAsync((done) => {
     const t0 = performance.now();
     document.querySelector('[data-testid="conversation-item"]').click();
@@ -130,7 +136,7 @@ try {
         const replies = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
         return replies[replies.length - 1]?.dataset.status;
       })) === "done",
-      { timeout: 120_000, interval: 50 },
+      { timeout: REPLY_TIMEOUT_MS, interval: 50 },
     );
   // The runtime's end: when Hearth got the reply's first text event (logged with a UTC timestamp).
   const firstTextEvents = () => {
@@ -145,7 +151,7 @@ try {
     const t = await sendAndSeeFirstText(prompt);
     await replyDone();
     let event;
-    await app.browser.waitUntil(async () => (event = firstTextEvents()[seen]) !== undefined, { timeout: 10_000, interval: 50 });
+    await app.browser.waitUntil(async () => (event = firstTextEvents()[seen]) !== undefined, { timeout: LOG_TIMEOUT_MS, interval: 50 });
     return { screen: t.onScreen - t.clicked, runtime: event - t.clicked, page: t.inPage === null ? null : t.inPage - t.clicked };
   };
   const first = await turn("hello firstturn");

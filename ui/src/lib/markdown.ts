@@ -134,16 +134,20 @@ export class ReplySegments {
     let start = this.done.length;
     let rendered = 0;
     let pending = false;
+    // Parts handed out earlier stay as they were: new segments go into a new array.
+    const added: string[] = [];
     for (const end of segmentEnds(text, start)) {
       const source = text.slice(start, end);
-      if (rendered > 0 && !cache.has(source) && this.now() > deadline) {
+      const remembered = cache.has(source);
+      if (rendered > 0 && !remembered && this.now() > deadline) {
         pending = true;
         break;
       }
-      if (!cache.has(source)) rendered++;
-      this.segments = [...this.segments, renderSegment(source, true)];
+      if (!remembered) rendered++;
+      added.push(renderSegment(source, true));
       start = end;
     }
+    if (added.length > 0) this.segments = [...this.segments, ...added];
     this.done = text.slice(0, start);
     const rest = text.slice(start);
     if (pending) return { parts: [...this.segments, plain(rest, PENDING_PREVIEW_CHARS)], pending };

@@ -27,6 +27,9 @@ use super::remote_sandbox::{RemoteSandbox, RemoteTarget};
 use super::sandbox::Sandbox;
 use super::{isolation_steps, CheckError, PromptError, CheckReport, ProgressSink, ReportBuilder};
 
+/// How many samples each phase takes: what a caller of the check may rely on.
+pub use super::isolation_steps::{B_PROMPT_SAMPLES, PROBE_ROUNDS};
+
 pub const CHECK_NAME: &str = "isolation";
 /// The step ids progress is reported under, in order.
 pub const STEPS: &[&str] = &[
