@@ -235,15 +235,6 @@ impl ProcessRuntime for OpenCodeRuntime {
         }
     }
 
-    /// On another host, what its keeper last reported (it reports no peak, and is never replaced).
-    fn peak_memory_bytes(&self) -> Option<u64> {
-        let info = self.0.server.info()?;
-        match &info.remote {
-            Some(_) => self.memory_bytes(),
-            None => crate::host::procinfo::tree_peak_rss(info.pid).ok(),
-        }
-    }
-
     /// On another host, the local ssh process that carries the runtime's connections.
     fn gateway_callers(&self) -> Vec<u32> {
         match self.0.server.info() {

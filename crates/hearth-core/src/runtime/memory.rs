@@ -8,16 +8,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Replace an idle runtime whose process tree has held more than this. Measured on the pinned
-/// runtime with the scripted model (`cargo bench -p hearth-core --bench soak`, `-- --no-recycle` for
-/// the growth): a fresh process holds ~420 MiB, ~660-780 MiB with two projects active, and visiting
-/// more projects grows it to 1.1-1.4 GiB, which freeing their instances does not give back. The
-/// policy weighs the tree's high-water mark (`VmHWM`), not the idle reading: the runtime's heap
-/// shrinks between turns and swells ~150 MiB while they run, so idle readings let it cross the bound
-/// unseen (at 960 MiB on idle readings the soak peaked at 1,110 MiB, 1.67 times its steady state; at
-/// 840 MiB, 1.53-1.71). On the peak, 840 MiB held the soak to 1,006 MiB against a steady 698 MiB
-/// (1.44), still above what two active projects hold, so working in two does not cause replacements.
-pub const RECYCLE_ABOVE_BYTES: u64 = 840 * 1024 * 1024;
+/// Replace an idle runtime whose process tree holds more than this. Measured on the pinned runtime
+/// with the scripted model (`cargo bench -p hearth-core --bench soak -- --no-recycle`): a fresh
+/// process holds ~420 MiB, ~670–770 MiB with two projects active, and visiting more projects grows
+/// it to 1.1–1.4 GiB, which freeing their instances does not give back. The bound sits well above
+/// two active projects, so working in two never triggers a replacement, and well below the growth.
+pub const RECYCLE_ABOVE_BYTES: u64 = 960 * 1024 * 1024;
 /// Replace an idle runtime after it has freed this many instances, whatever its memory reads: the
 /// garbage collector may hand pages back to the OS late, so resident memory alone reacts late.
 pub const RECYCLE_AFTER_DISPOSALS: usize = 24;
@@ -43,10 +39,10 @@ impl RecyclePolicy {
     /// Never recycle (benches that measure growth itself).
     pub const NEVER: Self = Self { above_bytes: u64::MAX, after_disposals: usize::MAX };
 
-    /// Why an idle runtime whose process tree held at most `peak` bytes (if it could be read) and
-    /// that freed `disposals` instances since its process started should be replaced now, if it should.
-    pub fn due(&self, peak: Option<u64>, disposals: usize) -> Option<RecycleReason> {
-        if peak.is_some_and(|bytes| bytes > self.above_bytes) {
+    /// Why an idle runtime holding `rss` (if it could be read) that freed `disposals` instances
+    /// since its process started should be replaced now, if it should.
+    pub fn due(&self, rss: Option<u64>, disposals: usize) -> Option<RecycleReason> {
+        if rss.is_some_and(|bytes| bytes > self.above_bytes) {
             Some(RecycleReason::Memory)
         } else if disposals >= self.after_disposals {
             Some(RecycleReason::Disposals)

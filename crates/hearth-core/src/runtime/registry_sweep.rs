@@ -79,13 +79,10 @@ impl Inner {
         if let (true, Some(rss)) = (sample, rss) {
             self.memory.lock().unwrap_or_else(|p| p.into_inner()).sample(now, id, rss);
         }
-        // The peak, not the reading now: between turns the runtime holds less than it takes again
-        // with the next one, so a reading in an idle moment would let every busy stretch overshoot.
-        let peak = runtime.peak_memory_bytes().or(rss);
-        let Some(reason) = self.config.recycle.due(peak, disposals).filter(|_| idle) else { return };
+        let Some(reason) = self.config.recycle.due(rss, disposals).filter(|_| idle) else { return };
         match runtime.recycle().await {
             Ok(true) => {
-                tracing::info!(owner = id, ?reason, rss, peak, disposals, "runtime process recycled");
+                tracing::info!(owner = id, ?reason, rss, disposals, "runtime process recycled");
                 if let Some(owner) = self.lock().owners.get_mut(&id) {
                     owner.disposals = 0;
                     // The fresh process has no instances; one a run opened meanwhile stays listed.
