@@ -41,7 +41,7 @@ describe("diagnostics panel", () => {
     await click(app.browser, "nav-diagnostics");
     await until(async () => Number((await attrs(app.browser, '[data-testid="memory-chart"]', "data-samples"))[0] ?? 0) > 0, "a memory reading in the chart", CHART_MS);
     const caption = await textOf(app.browser, "memory-chart");
-    assert.match(caption, /bound 960 MiB/);
+    assert.match(caption, /bound 840 MiB/);
     const drawn = await app.browser.execute(() => document.querySelector('[data-testid="memory-chart"] path')?.getAttribute("d") ?? "");
     assert.match(drawn, /^M[\d.]+,[\d.]+/, "the reading is drawn");
     await screenshot(app.browser, "diagnostics-memory");

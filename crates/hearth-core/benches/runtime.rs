@@ -180,7 +180,7 @@ impl Bench {
         memory.push(("1 project open (after one prompt)", self.memory().await?, self.open_instances()));
 
         // --- Warm-turn latency: facade vs raw HTTP on the same project, interleaved.
-        let hub = EventHub::start(client.clone()).await.map_err(|e| e.to_string())?;
+        let hub = EventHub::start((*client).clone()).await.map_err(|e| e.to_string())?;
         let profile = self.runtime.config().resolve_profile(None).map_err(|e| e.to_string())?;
         let body = json!({
             "parts": [{ "type": "text", "text": PROMPT }],

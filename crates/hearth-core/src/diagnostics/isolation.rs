@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::opencode::client::Client;
+use crate::opencode::HeldClient;
 use crate::opencode::OpenCodeRuntime;
 use crate::acp::agents::AgentSearch;
 use crate::runtime::{AgentRuntime, RegistryConfig, RuntimeChoice, RuntimeSelection, TurnEnd, WorkspaceRuntime, DEFAULT_FACADE_CAPACITY};
@@ -117,7 +117,8 @@ pub(crate) struct Ctx {
     pub rt: Arc<WorkspaceRuntime>,
     /// The runtime behind it, whose HTTP API the probes measure directly.
     pub runtime: OpenCodeRuntime,
-    pub client: Client,
+    /// Holds the process: the shared runtime is not recycled under the check's own reads.
+    pub client: HeldClient,
     pub model: ScriptedModelServer,
     pub space: ExecutionSpace,
     pub plan: CorpusPlan,

@@ -20,8 +20,18 @@ pub struct TreeRss {
 
 /// VmRSS of `pid` in bytes; `Ok(0)` for a zombie (it has no memory left).
 pub fn rss_bytes(pid: u32) -> io::Result<u64> {
+    status_bytes(pid, RSS)
+}
+
+/// The resident memory a process holds now.
+const RSS: &str = "VmRSS:";
+/// The most resident memory a process has held since it started (its high-water mark).
+const PEAK_RSS: &str = "VmHWM:";
+
+/// A `/proc/<pid>/status` memory field in bytes; `Ok(0)` for a zombie.
+fn status_bytes(pid: u32, field: &str) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    Ok(parse_vm_rss_kib(&status).unwrap_or(0) * BYTES_PER_KIB)
+    Ok(parse_status_kib(&status, field).unwrap_or(0) * BYTES_PER_KIB)
 }
 
 /// The direct children of `pid`, from `/proc/<pid>/task/*/children` (each thread lists the
@@ -107,11 +117,22 @@ fn stat_fields(stat: &str) -> Option<Vec<&str>> {
 
 /// Resident memory of `pid` plus its descendants. Fails only if `pid` itself cannot be read.
 pub fn tree_rss(pid: u32) -> io::Result<TreeRss> {
-    let mut bytes = rss_bytes(pid)?;
+    tree_sum(pid, RSS)
+}
+
+/// The most each process of the tree has held, summed: what the tree reaches while it works, which
+/// a reading between two turns misses (the runtime's collector hands back memory when idle, and
+/// takes it again with the next turn). Fails only if `pid` itself cannot be read.
+pub fn tree_peak_rss(pid: u32) -> io::Result<u64> {
+    tree_sum(pid, PEAK_RSS).map(|t| t.bytes)
+}
+
+fn tree_sum(pid: u32, field: &str) -> io::Result<TreeRss> {
+    let mut bytes = status_bytes(pid, field)?;
     let mut processes = 1;
     for child in descendants(pid)? {
         // A descendant that exited meanwhile costs nothing any more.
-        if let Ok(b) = rss_bytes(child) {
+        if let Ok(b) = status_bytes(child, field) {
             bytes += b;
             processes += 1;
         }
@@ -119,10 +140,10 @@ pub fn tree_rss(pid: u32) -> io::Result<TreeRss> {
     Ok(TreeRss { bytes, processes })
 }
 
-/// The `VmRSS:` value of a `/proc/<pid>/status` text, in KiB.
-fn parse_vm_rss_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line["VmRSS:".len()..].split_whitespace().next()?.parse().ok()
+/// The value of a memory `field` (`VmRSS:`, `VmHWM:`) of a `/proc/<pid>/status` text, in KiB.
+fn parse_status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// The parent pid in a `/proc/<pid>/stat` line. The command name (field 2) may hold spaces and
@@ -137,9 +158,10 @@ mod tests {
 
     #[test]
     fn parses_vm_rss_and_ppid() {
-        let status = "Name:\tbun\nVmPeak:\t  900 kB\nVmRSS:\t  312340 kB\nThreads:\t12\n";
-        assert_eq!(parse_vm_rss_kib(status), Some(312_340));
-        assert_eq!(parse_vm_rss_kib("Name:\tzombie\nState:\tZ\n"), None);
+        let status = "Name:\tbun\nVmPeak:\t  900 kB\nVmHWM:\t  412000 kB\nVmRSS:\t  312340 kB\nThreads:\t12\n";
+        assert_eq!(parse_status_kib(status, RSS), Some(312_340));
+        assert_eq!(parse_status_kib(status, PEAK_RSS), Some(412_000));
+        assert_eq!(parse_status_kib("Name:\tzombie\nState:\tZ\n", RSS), None);
         assert_eq!(parse_ppid("4242 (a) b) c) S 17 4242 4242 0"), Some(17));
         assert_eq!(parse_ppid("garbage"), None);
         assert_eq!(stat_fields("4242 (a) b) c) S 17 4243 4243 0").unwrap()[2], "4243", "the process group");
@@ -157,6 +179,8 @@ mod tests {
         child.wait().unwrap();
         assert!(found.contains(&child.id()), "{found:?} lacks {}", child.id());
         assert!(tree.processes >= 2 && tree.bytes > 0, "{tree:?}");
+        let held = rss_bytes(me).unwrap();
+        assert!(tree_peak_rss(me).unwrap() >= held, "a peak is at least what was held before");
         assert!(rss_bytes(u32::MAX).is_err(), "no such process");
     }
 }

@@ -16,7 +16,7 @@ pub mod sessions;
 pub mod turn;
 pub mod wire;
 
-pub use runtime::{OpenCodeRuntime, FAMILY};
+pub use runtime::{HeldClient, OpenCodeRuntime, FAMILY};
 pub use server::StartError;
 
 /// The one runtime version Hearth speaks to. `package.json` pins the same `opencode-ai` version; a

@@ -32,6 +32,20 @@ impl From<ApiError> for RuntimeError {
     }
 }
 
+/// A client of the live process that keeps that process from being recycled while any clone of it
+/// lives: the recycle replaces only a process nobody holds (see `ServerSlot::recycle`). A process
+/// that dies is still started again; calls through an old client then fail as unreachable.
+#[derive(Clone)]
+pub struct HeldClient(Arc<super::server::Live>);
+
+impl std::ops::Deref for HeldClient {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.0.client
+    }
+}
+
 /// What every part of one runtime shares.
 pub(super) struct Shared {
     pub server: ServerSlot,
@@ -95,9 +109,10 @@ impl OpenCodeRuntime {
     }
 
     /// An HTTP client for the running server (starting it if needed), for diagnostics and
-    /// benchmarks that talk to the runtime directly. Its Debug output hides the password.
-    pub async fn client(&self) -> Result<Client, RuntimeError> {
-        Ok(self.live().await?.client.clone())
+    /// benchmarks that talk to the runtime directly. It holds the process while it lives, so a
+    /// recycle never replaces the process under a caller's reads. Its Debug output hides the password.
+    pub async fn client(&self) -> Result<HeldClient, RuntimeError> {
+        Ok(HeldClient(self.live().await?))
     }
 
     /// Subscribe to one native session's events from the runtime's one event stream (starting it if
@@ -232,6 +247,15 @@ impl ProcessRuntime for OpenCodeRuntime {
         match &info.remote {
             Some(remote) => remote.stats.lock().unwrap_or_else(|p| p.into_inner()).map(|(bytes, _)| bytes),
             None => crate::host::procinfo::tree_rss(info.pid).ok().map(|t| t.bytes),
+        }
+    }
+
+    /// On another host, what its keeper last reported (it reports no peak, and is never replaced).
+    fn peak_memory_bytes(&self) -> Option<u64> {
+        let info = self.0.server.info()?;
+        match &info.remote {
+            Some(_) => self.memory_bytes(),
+            None => crate::host::procinfo::tree_peak_rss(info.pid).ok(),
         }
     }
 

@@ -8,12 +8,24 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Replace an idle runtime whose process tree holds more than this. Measured on the pinned runtime
-/// with the scripted model (`cargo bench -p hearth-core --bench soak -- --no-recycle`): a fresh
-/// process holds ~420 MiB, ~670–770 MiB with two projects active, and visiting more projects grows
-/// it to 1.1–1.4 GiB, which freeing their instances does not give back. The bound sits well above
-/// two active projects, so working in two never triggers a replacement, and well below the growth.
-pub const RECYCLE_ABOVE_BYTES: u64 = 960 * 1024 * 1024;
+/// Replace an idle runtime whose process tree has held more than this. Measured on the pinned
+/// runtime with the scripted model (`cargo bench -p hearth-core --bench soak`, `-- --no-recycle` for
+/// the growth): a fresh process holds ~420 MiB, ~660-780 MiB with two projects active, and visiting
+/// more projects grows it to 1.1-1.4 GiB, which freeing their instances does not give back. The
+/// policy weighs the tree's high-water mark (`VmHWM`), not the idle reading: the runtime's heap
+/// shrinks between turns and swells ~150 MiB while they run, so idle readings let it cross the bound
+/// unseen (at 960 MiB on idle readings the soak peaked at 1,110 MiB, 1.67 times its steady state; at
+/// 840 MiB, 1.53-1.71). On the peak, 840 MiB held the soak to 1,006 MiB against a steady 698 MiB
+/// (1.44), still above what two active projects hold, so working in two does not cause replacements.
+pub const RECYCLE_ABOVE_BYTES: u64 = 840 * 1024 * 1024;
+/// The memory bound counts only once the process has served this many spaces since it started.
+/// Two active projects alone can reach a peak near the bound (~820 MiB in the soak), and while only
+/// they are served a fresh process would soon hold as much again: replacing it would restart it
+/// after every turn. Growth from visiting more projects is what a fresh process gives back.
+pub const RECYCLE_ABOVE_BYTES_AFTER_SPACES: usize = 3;
+/// Past this peak the process is replaced however few spaces it served: a day in one project must
+/// not grow it without bound either.
+pub const RECYCLE_CEILING_BYTES: u64 = 2 * RECYCLE_ABOVE_BYTES;
 /// Replace an idle runtime after it has freed this many instances, whatever its memory reads: the
 /// garbage collector may hand pages back to the OS late, so resident memory alone reacts late.
 pub const RECYCLE_AFTER_DISPOSALS: usize = 24;
@@ -25,26 +37,47 @@ pub const MAX_MEMORY_SAMPLES: usize = 512;
 /// When the registry replaces an idle runtime's process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecyclePolicy {
+    /// Replace past this peak once `above_bytes_after_spaces` spaces were served.
     pub above_bytes: u64,
+    pub above_bytes_after_spaces: usize,
+    /// Replace past this peak whatever was served.
+    pub ceiling_bytes: u64,
     pub after_disposals: usize,
 }
 
 impl Default for RecyclePolicy {
     fn default() -> Self {
-        Self { above_bytes: RECYCLE_ABOVE_BYTES, after_disposals: RECYCLE_AFTER_DISPOSALS }
+        Self {
+            above_bytes: RECYCLE_ABOVE_BYTES,
+            above_bytes_after_spaces: RECYCLE_ABOVE_BYTES_AFTER_SPACES,
+            ceiling_bytes: RECYCLE_CEILING_BYTES,
+            after_disposals: RECYCLE_AFTER_DISPOSALS,
+        }
     }
+}
+
+/// What the policy weighs of one idle runtime, counted since its process started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProcessLoad {
+    /// The most its process tree held (`None` when it could not be read).
+    pub peak_bytes: Option<u64>,
+    /// Spaces it opened an instance for (one visited again after being freed counts again).
+    pub spaces_served: usize,
+    /// Instances it freed.
+    pub disposals: usize,
 }
 
 impl RecyclePolicy {
     /// Never recycle (benches that measure growth itself).
-    pub const NEVER: Self = Self { above_bytes: u64::MAX, after_disposals: usize::MAX };
+    pub const NEVER: Self =
+        Self { above_bytes: u64::MAX, above_bytes_after_spaces: usize::MAX, ceiling_bytes: u64::MAX, after_disposals: usize::MAX };
 
-    /// Why an idle runtime holding `rss` (if it could be read) that freed `disposals` instances
-    /// since its process started should be replaced now, if it should.
-    pub fn due(&self, rss: Option<u64>, disposals: usize) -> Option<RecycleReason> {
-        if rss.is_some_and(|bytes| bytes > self.above_bytes) {
+    /// Why an idle runtime under `load` should be replaced now, if it should.
+    pub fn due(&self, load: ProcessLoad) -> Option<RecycleReason> {
+        let past = |bound: u64| load.peak_bytes.is_some_and(|bytes| bytes > bound);
+        if past(self.ceiling_bytes) || (past(self.above_bytes) && load.spaces_served >= self.above_bytes_after_spaces) {
             Some(RecycleReason::Memory)
-        } else if disposals >= self.after_disposals {
+        } else if load.disposals >= self.after_disposals {
             Some(RecycleReason::Disposals)
         } else {
             None
@@ -157,13 +190,17 @@ mod tests {
     const MIB: u64 = 1024 * 1024;
 
     #[test]
-    fn due_past_the_bound_or_after_many_disposals_and_not_otherwise() {
-        let policy = RecyclePolicy { above_bytes: 500 * MIB, after_disposals: 3 };
-        assert_eq!(policy.due(Some(501 * MIB), 0), Some(RecycleReason::Memory));
-        assert_eq!(policy.due(Some(500 * MIB), 0), None, "at the bound is within it");
-        assert_eq!(policy.due(Some(100 * MIB), 3), Some(RecycleReason::Disposals));
-        assert_eq!(policy.due(None, 2), None, "unreadable memory alone never recycles");
-        assert_eq!(RecyclePolicy::NEVER.due(Some(u64::MAX - 1), usize::MAX - 1), None);
+    fn due_past_the_bound_once_spaces_were_served_past_the_ceiling_or_after_many_disposals() {
+        let policy =
+            RecyclePolicy { above_bytes: 500 * MIB, above_bytes_after_spaces: 3, ceiling_bytes: 1000 * MIB, after_disposals: 3 };
+        let load = |peak: Option<u64>, spaces_served, disposals| ProcessLoad { peak_bytes: peak, spaces_served, disposals };
+        assert_eq!(policy.due(load(Some(501 * MIB), 3, 0)), Some(RecycleReason::Memory));
+        assert_eq!(policy.due(load(Some(500 * MIB), 3, 0)), None, "at the bound is within it");
+        assert_eq!(policy.due(load(Some(900 * MIB), 2, 0)), None, "only the spaces it still serves: a fresh one would grow as much");
+        assert_eq!(policy.due(load(Some(1001 * MIB), 1, 0)), Some(RecycleReason::Memory), "past the ceiling whatever it served");
+        assert_eq!(policy.due(load(Some(100 * MIB), 0, 3)), Some(RecycleReason::Disposals));
+        assert_eq!(policy.due(load(None, 9, 2)), None, "unreadable memory alone never recycles");
+        assert_eq!(RecyclePolicy::NEVER.due(load(Some(u64::MAX - 1), usize::MAX - 1, usize::MAX - 1)), None);
     }
 
     #[tokio::test(start_paused = true)]

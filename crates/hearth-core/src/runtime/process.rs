@@ -36,6 +36,13 @@ pub trait ProcessRuntime: AgentRuntime + 'static {
         crate::host::procinfo::tree_rss(pid).ok().map(|t| t.bytes)
     }
 
+    /// The most resident memory the process and its children have held since it started: what the
+    /// recycle policy weighs (see `memory.rs`).
+    fn peak_memory_bytes(&self) -> Option<u64> {
+        let pid = self.status().pid?;
+        crate::host::procinfo::tree_peak_rss(pid).ok()
+    }
+
     /// The processes Hearth's gateway serves for this runtime: those that hold its MCP clients,
     /// never the tools its agent runs.
     fn gateway_callers(&self) -> Vec<u32> {

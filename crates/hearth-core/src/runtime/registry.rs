@@ -4,6 +4,7 @@
 //! once its runs drain, frees the runtime's idle per-space instances (OpenCode never does), and
 //! replaces an idle runtime's process when it holds too much memory (see `memory.rs`).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -111,6 +112,8 @@ struct Owner {
     instances: HashMap<String, Instance>,
     /// Instances freed since the process started (a recycle starts it again).
     disposals: usize,
+    /// Instances opened since the process started.
+    spaces_served: usize,
 }
 
 struct Instance {
@@ -122,6 +125,18 @@ struct Instance {
 impl Owner {
     fn idle(&self) -> bool {
         self.leases == 0 && self.active_runs == 0
+    }
+
+    /// `space`'s instance, listed (and counted as served) if this is its first use since it was
+    /// opened or freed.
+    fn instance(&mut self, space: &ExecutionSpace, now: Instant) -> &mut Instance {
+        match self.instances.entry(space.cache_identity.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                self.spaces_served += 1;
+                e.insert(Instance { space: space.clone(), last_activity: now, active_runs: 0 })
+            }
+        }
     }
 }
 
@@ -200,6 +215,7 @@ impl LocalRuntimeRegistry {
                             epoch: 0,
                             instances: HashMap::new(),
                             disposals: 0,
+                            spaces_served: 0,
                         },
                     );
                     state.current.insert(slot.clone(), id);
@@ -497,14 +513,7 @@ impl Inner {
             owner.active_runs += 1;
             owner.epoch += 1;
             let now = Instant::now();
-            let instance = owner
-                .instances
-                .entry(space.cache_identity.clone())
-                .or_insert_with(|| Instance {
-                    space: space.clone(),
-                    last_activity: now,
-                    active_runs: 0,
-                });
+            let instance = owner.instance(space, now);
             instance.active_runs += 1;
             instance.last_activity = now;
             let evicted = evict_over_capacity(owner, self.config.max_warm_instances, None);
@@ -543,11 +552,7 @@ impl Inner {
             let mut state = self.lock();
             let Some(owner) = state.owners.get_mut(&id) else { return };
             let now = Instant::now();
-            owner
-                .instances
-                .entry(space.cache_identity.clone())
-                .or_insert_with(|| Instance { space: space.clone(), last_activity: now, active_runs: 0 })
-                .last_activity = now;
+            owner.instance(space, now).last_activity = now;
             (owner.runtime.clone(), evict_over_capacity(owner, self.config.max_warm_instances, Some(&space.cache_identity)))
         };
         self.spawn_instance_disposals(evicted.0, evicted.1);

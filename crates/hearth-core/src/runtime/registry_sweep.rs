@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Inner, Owner};
+use crate::runtime::memory::ProcessLoad;
 use crate::runtime::process::ProcessRuntime;
 use crate::space::ExecutionSpace;
 
@@ -67,7 +68,13 @@ impl Inner {
     /// its memory in the history either way.
     pub(super) async fn recycle_if_due(&self, id: usize, sample: bool) {
         let _one_at_a_time = self.recycling.lock().await;
-        let Some((runtime, disposals, idle)) = self.lock().owners.get(&id).filter(|o| !o.retired).map(|o| (o.runtime.clone(), o.disposals, o.active_runs == 0)) else {
+        let Some((runtime, disposals, spaces_served, idle)) = self
+            .lock()
+            .owners
+            .get(&id)
+            .filter(|o| !o.retired)
+            .map(|o| (o.runtime.clone(), o.disposals, o.spaces_served, o.active_runs == 0))
+        else {
             return;
         };
         if !idle && !sample {
@@ -79,14 +86,19 @@ impl Inner {
         if let (true, Some(rss)) = (sample, rss) {
             self.memory.lock().unwrap_or_else(|p| p.into_inner()).sample(now, id, rss);
         }
-        let Some(reason) = self.config.recycle.due(rss, disposals).filter(|_| idle) else { return };
+        // The peak, not the reading now: between turns the runtime holds less than it takes again
+        // with the next one, so a reading in an idle moment would let every busy stretch overshoot.
+        let peak = runtime.peak_memory_bytes().or(rss);
+        let load = ProcessLoad { peak_bytes: peak, spaces_served, disposals };
+        let Some(reason) = self.config.recycle.due(load).filter(|_| idle) else { return };
         match runtime.recycle().await {
             Ok(true) => {
-                tracing::info!(owner = id, ?reason, rss, disposals, "runtime process recycled");
+                tracing::info!(owner = id, ?reason, rss, peak, disposals, spaces_served, "runtime process recycled");
                 if let Some(owner) = self.lock().owners.get_mut(&id) {
                     owner.disposals = 0;
                     // The fresh process has no instances; one a run opened meanwhile stays listed.
                     owner.instances.retain(|_, i| i.active_runs > 0);
+                    owner.spaces_served = owner.instances.len();
                 }
                 let mut history = self.memory.lock().unwrap_or_else(|p| p.into_inner());
                 history.recycled(now, id, reason, rss);

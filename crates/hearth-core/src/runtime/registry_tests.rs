@@ -423,7 +423,7 @@ const MIB: u64 = 1024 * 1024;
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_runtime_past_the_memory_bound_is_recycled_but_never_under_a_run() {
-    let policy = RecyclePolicy { above_bytes: 500 * MIB, after_disposals: usize::MAX };
+    let policy = RecyclePolicy { above_bytes: 500 * MIB, above_bytes_after_spaces: 1, ..RecyclePolicy::NEVER };
     let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: policy, ..config() });
     let fake = FakeRuntime::new();
     fake.set_memory(900 * MIB, 300 * MIB);
@@ -437,6 +437,8 @@ async fn an_idle_runtime_past_the_memory_bound_is_recycled_but_never_under_a_run
     assert_eq!(fake.calls().recycles, 0, "a run is in flight");
     let report = registry.memory_report();
     assert_eq!(report.samples.iter().map(|m| m.rss_bytes / MIB).collect::<Vec<_>>(), [900], "the sweep read the memory");
+    // When the run ends the runtime holds less again, but it has shown what its work takes.
+    fake.set_memory(450 * MIB, 300 * MIB);
 
     release.send(()).unwrap();
     held.collect::<Vec<_>>().await;
@@ -444,7 +446,7 @@ async fn an_idle_runtime_past_the_memory_bound_is_recycled_but_never_under_a_run
     assert_eq!(fake.calls().recycles, 1, "recycled as soon as the run ended");
     let report = registry.memory_report();
     assert_eq!(report.recycles.len(), 1);
-    assert_eq!((report.recycles[0].reason, report.recycles[0].rss_bytes), (RecycleReason::Memory, Some(900 * MIB)));
+    assert_eq!((report.recycles[0].reason, report.recycles[0].rss_bytes), (RecycleReason::Memory, Some(450 * MIB)));
     assert_eq!(report.samples.last().map(|m| m.rss_bytes), Some(300 * MIB), "the fresh process is read at once");
     assert!(registry.status()[0].warm_instances.is_empty(), "the fresh process has no instances");
 
@@ -457,8 +459,43 @@ async fn an_idle_runtime_past_the_memory_bound_is_recycled_but_never_under_a_run
 }
 
 #[tokio::test(start_paused = true)]
+async fn past_the_bound_a_runtime_serving_only_its_first_spaces_stays_until_another_is_opened() {
+    let policy = RecyclePolicy { above_bytes: 500 * MIB, above_bytes_after_spaces: 3, ceiling_bytes: 2000 * MIB, ..RecyclePolicy::NEVER };
+    let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: policy, ..config() });
+    let fake = FakeRuntime::new();
+    fake.set_memory(600 * MIB, 100 * MIB);
+    let spaces: Vec<_> = (0..3).map(|i| space(&format!("p{i}"))).collect();
+    let facades = [acquire(&registry, "k", &spaces[0], &fake).await, acquire(&registry, "k", &spaces[1], &fake).await];
+    for round in 0..3 {
+        for (facade, s) in facades.iter().zip(&spaces) {
+            collect(facade, request(&format!("r{round}"), s)).await;
+            settle().await;
+        }
+    }
+    // Replacing it now would only restart it after every turn: these two would fill a fresh one again.
+    assert_eq!(fake.calls().recycles, 0, "two spaces past the bound are its working set");
+    collect(&acquire(&registry, "k", &spaces[2], &fake).await, request("r3", &spaces[2])).await;
+    settle().await;
+    assert_eq!(fake.calls().recycles, 1, "a third space: what the earlier ones left is given back");
+    assert_eq!(registry.memory_report().recycles[0].reason, RecycleReason::Memory);
+
+    // The fresh process counts from nothing: the first two spaces again do not replace it.
+    fake.set_memory(600 * MIB, 100 * MIB);
+    for (facade, s) in facades.iter().zip(&spaces) {
+        collect(facade, request("r4", s)).await;
+        settle().await;
+    }
+    assert_eq!(fake.calls().recycles, 1);
+    // Past the ceiling it goes whatever it serves.
+    fake.set_memory(2001 * MIB, 100 * MIB);
+    collect(&facades[0], request("r5", &spaces[0])).await;
+    settle().await;
+    assert_eq!(fake.calls().recycles, 2, "past the ceiling");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_runtime_that_freed_many_instances_is_recycled_and_counts_again_from_zero() {
-    let policy = RecyclePolicy { above_bytes: u64::MAX, after_disposals: 2 };
+    let policy = RecyclePolicy { after_disposals: 2, ..RecyclePolicy::NEVER };
     let registry = LocalRuntimeRegistry::with_config(RegistryConfig { recycle: policy, max_warm_instances: 1, ..config() });
     let fake = FakeRuntime::new();
     fake.set_memory(100 * MIB, 100 * MIB);

@@ -38,6 +38,8 @@ pub struct FakeRuntime {
     holds: Mutex<HashMap<String, oneshot::Receiver<()>>>,
     /// What `memory_bytes` reports; a recycle sets it back to `fresh_memory`.
     memory: Mutex<Option<u64>>,
+    /// What `peak_memory_bytes` reports: the most `memory` was since the last recycle.
+    peak_memory: Mutex<Option<u64>>,
     fresh_memory: Mutex<Option<u64>>,
 }
 
@@ -50,6 +52,7 @@ impl FakeRuntime {
             calls: Mutex::new(Calls::default()),
             holds: Mutex::new(HashMap::new()),
             memory: Mutex::new(None),
+            peak_memory: Mutex::new(None),
             fresh_memory: Mutex::new(None),
         })
     }
@@ -61,6 +64,8 @@ impl FakeRuntime {
     /// Report `bytes` of memory until a recycle, then `fresh`.
     pub fn set_memory(&self, bytes: u64, fresh: u64) {
         *self.memory.lock().unwrap() = Some(bytes);
+        let mut peak = self.peak_memory.lock().unwrap();
+        *peak = Some(peak.map_or(bytes, |p| p.max(bytes)));
         *self.fresh_memory.lock().unwrap() = Some(fresh);
     }
 
@@ -181,12 +186,18 @@ impl ProcessRuntime for FakeRuntime {
 
     async fn recycle(&self) -> Result<bool, RuntimeError> {
         self.calls.lock().unwrap().recycles += 1;
-        *self.memory.lock().unwrap() = *self.fresh_memory.lock().unwrap();
+        let fresh = *self.fresh_memory.lock().unwrap();
+        *self.memory.lock().unwrap() = fresh;
+        *self.peak_memory.lock().unwrap() = fresh;
         Ok(true)
     }
 
     fn memory_bytes(&self) -> Option<u64> {
         *self.memory.lock().unwrap()
+    }
+
+    fn peak_memory_bytes(&self) -> Option<u64> {
+        *self.peak_memory.lock().unwrap()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

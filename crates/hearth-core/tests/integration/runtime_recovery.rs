@@ -2,7 +2,8 @@
 //! the middle of its text, between two tool steps, ten times) ends with exactly the reply the
 //! runtime stored for it; a runtime killed mid-turn ends every running turn with a sentence at
 //! once, and the next message starts it again and continues the same native session; a runtime past
-//! its memory bound is replaced only when no turn runs, and every conversation continues.
+//! its memory bound is replaced only when no turn runs, and every conversation continues; nor is a
+//! process someone reads directly.
 
 use crate::support;
 
@@ -302,6 +303,23 @@ async fn a_runtime_killed_mid_turn_ends_the_turn_at_once_and_the_next_message_co
 }
 
 /// `hearth`'s one runtime process: (pid, launches, recycles).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_read_directly_is_not_replaced_under_its_reader() {
+    let Some(found) = support::require_runtime().await else { return };
+    let r = rig(&found).await;
+    let client = r.rt.client().await.unwrap();
+    let pid = r.rt.status().pid;
+    assert!(!ProcessRuntime::recycle(&r.rt).await.unwrap(), "replaced while a client held it");
+    assert_eq!(r.rt.status().pid, pid);
+    assert!(client.session_status(r.space.root_str()).await.is_ok(), "the reader still reaches it");
+    drop(client);
+    assert!(ProcessRuntime::recycle(&r.rt).await.unwrap(), "nobody holds it any more");
+    assert_ne!(r.rt.status().pid, pid, "a fresh process");
+    assert!(support::gone_within(pid.unwrap(), Duration::from_secs(10)).await, "the old process is gone");
+    r.rt.dispose().await;
+    r.model.shutdown().await;
+}
+
 fn process(hearth: &Hearth) -> (u32, u32, u32) {
     let status = &hearth.runtime_statuses()[0].runtime;
     (status.pid.unwrap_or_default(), status.launches, status.recycles)
@@ -317,7 +335,7 @@ async fn a_runtime_past_its_memory_bound_is_replaced_between_turns_never_during_
     let updates = Arc::new(support::Recorder::default());
     let mut options = support::app_options(&root.join("data"), support::app_locate_inputs());
     // Every process is past a 1-byte bound: it is replaced at every moment no turn runs.
-    options.registry.recycle = RecyclePolicy { above_bytes: 1, after_disposals: usize::MAX };
+    options.registry.recycle = RecyclePolicy { above_bytes: 1, above_bytes_after_spaces: 0, ..RecyclePolicy::NEVER };
     let hearth = Hearth::open(options, updates.clone()).await.unwrap();
     let mut conversations = Vec::new();
     for (i, name) in ["one", "two"].into_iter().enumerate() {
