@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::updates::ConversationUpdateKind;
+use super::turns::TurnScope;
 use super::{blocking, AppError, AppResult, Hearth};
 use crate::changes::{ChangeTracker, ChangesError, Checkpoint, FileDiff, FileMove};
 use crate::runtime::{AgentRuntime, PlanStep, RuntimeChoice, RuntimeError, WorkspaceRuntime};
@@ -101,6 +102,7 @@ impl Hearth {
         if !space.is_local() {
             return Err(AppError::UndoLocalOnly);
         }
+        self.settle_finishing(TurnScope::Project(&project.id)).await;
         let _hold = self.hold_folder(&project.id)?;
         let records = self.records(conversation_id).await?;
         let at = records.iter().position(|r| r.reply_id == reply_id && r.state == TurnState::Kept).ok_or(AppError::NoChangesRecorded)?;
@@ -124,6 +126,7 @@ impl Hearth {
         if !space.is_local() {
             return Err(AppError::UndoLocalOnly);
         }
+        self.settle_finishing(TurnScope::Project(&project.id)).await;
         let _hold = self.hold_folder(&project.id)?;
         let records = self.records(conversation_id).await?;
         let turns: Vec<&TurnRecord> = records.iter().filter(|r| r.state == TurnState::Undone).collect();
@@ -155,6 +158,7 @@ impl Hearth {
     /// to that reply, continuing in its own native session.
     pub async fn fork_conversation(&self, conversation_id: &str, reply_id: &str) -> AppResult<Conversation> {
         let (conversation, project, space) = self.conversation_and_space(conversation_id).await?;
+        self.settle_finishing(TurnScope::Conversation(conversation_id)).await;
         if self.is_running(conversation_id) {
             return Err(AppError::Busy);
         }

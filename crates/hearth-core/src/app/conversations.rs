@@ -8,7 +8,8 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::updates::{ConversationSnapshot, ConversationUpdateKind};
-use super::{blocking, AppError, AppResult, Hearth, RunningTurn};
+use super::turns::{RunningTurn, TurnScope};
+use super::{blocking, AppError, AppResult, Hearth};
 use crate::images::PreparedImage;
 use crate::runtime::*;
 use crate::store::{Message, MessageStatus, ToolCall, ToolCallStatus};
@@ -23,6 +24,10 @@ impl Hearth {
 
     /// Store a reply's event and tell the window, as one step no snapshot falls between.
     fn store_and_emit(&self, conversation_id: &str, user_id: &str, reply_id: &str, event: RuntimeEvent) {
+        if event.is_terminal() {
+            // Before the window sees the end: from then on a send waits for the turn's last steps.
+            self.turn_finishing(conversation_id);
+        }
         self.updates.change_and_send(
             conversation_id,
             || {
@@ -45,6 +50,7 @@ impl Hearth {
     /// Send a message: store it, start the reply, return the stored user message at once. The reply
     /// streams as events.
     pub async fn send_message(self: &Arc<Self>, conversation_id: &str, text: String, attachment_ids: Vec<String>) -> AppResult<Message> {
+        self.settle_finishing(TurnScope::Conversation(conversation_id)).await;
         if self.turns.lock().unwrap().contains_key(conversation_id) {
             return Err(AppError::Busy);
         }
@@ -98,7 +104,7 @@ impl Hearth {
             if self.is_rewinding(&project.id) {
                 return Err(AppError::Rewinding);
             }
-            turns.insert(conversation_id.into(), RunningTurn { cancel: cancel.clone(), project_id: project.id.clone() });
+            turns.insert(conversation_id.into(), RunningTurn::new(cancel.clone(), project.id.clone()));
         }
         let request_id = uuid::Uuid::new_v4().to_string();
         // The grant lives exactly as long as the turn: revoked when this guard goes, whether the
@@ -258,6 +264,7 @@ impl Hearth {
 
     /// Compact a conversation natively in the runtime.
     pub async fn compact_conversation(self: &Arc<Self>, conversation_id: &str) -> AppResult<CompactOutcome> {
+        self.settle_finishing(TurnScope::Conversation(conversation_id)).await;
         if self.is_running(conversation_id) {
             return Err(AppError::Busy);
         }

@@ -16,13 +16,12 @@ mod runtime_binary;
 pub mod runtime_config;
 pub mod startup;
 pub mod tools;
+mod turns;
 pub mod updates;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-use tokio_util::sync::CancellationToken;
 
 pub use agents::choice_of;
 pub use remote::space_of;
@@ -32,6 +31,8 @@ pub use profiles::{generation_check, ProfileSave, ProfileTestOutcome};
 pub use updates::{ConversationSnapshot, ConversationUpdate, ConversationUpdateKind, NoUpdates, UpdateSink};
 pub use error::{AppError, AppResult, ErrorCode};
 use runtime_config::{BinaryInputs, Binaries, BuiltinModel};
+use turns::RunningTurn;
+pub use turns::FINISHING_TURN_WAIT;
 
 use crate::host::paths::AppPaths;
 use crate::images::PreparedImage;
@@ -69,12 +70,6 @@ impl HearthOptions {
     pub fn new(paths: AppPaths, binaries: BinaryInputs) -> Self {
         Self { paths, binaries, registry: RegistryConfig::default(), connect_via: None, secrets: SecretsBackend::DesktopKeyring, acp_bounds: Default::default(), bridge_command: None, ssh_config: None }
     }
-}
-
-/// A turn running in one conversation: what stops it.
-struct RunningTurn {
-    cancel: CancellationToken,
-    project_id: String,
 }
 
 pub struct Hearth {

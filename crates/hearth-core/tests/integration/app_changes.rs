@@ -202,6 +202,30 @@ async fn binary_and_huge_files_are_named_undo_waits_for_a_running_turn_and_a_gon
     app.hearth.shutdown().await;
 }
 
+/// The window shows a reply as ended before its turn has recorded its changes (a large file takes
+/// a moment): what the user does the moment they see it is taken, not refused as still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn what_the_user_does_the_moment_a_reply_shows_as_ended_waits_for_the_turn_to_finish() {
+    let Some(mut app) = app(|_| {}).await else { return };
+    let big = "run head -c 30000000 /dev/zero | tr '\\0' 'x' | fold -w 100 > big.txt";
+    app.hearth.send_message(&app.conversation, big.into(), Vec::new()).await.unwrap();
+    app.turns += 1;
+    let reply = app.events.reply_ended_shown(&app.conversation, app.turns).await;
+    // At once, as a user clicking Undo on the reply just shown as done.
+    app.hearth.undo_turn(&app.conversation, &reply, false).await.expect("undo is taken once the turn's changes are recorded");
+    assert!(!app.folder.join("big.txt").exists(), "the turn's file is gone");
+
+    app.hearth.send_message(&app.conversation, big.into(), Vec::new()).await.unwrap();
+    app.turns += 1;
+    app.events.reply_ended_shown(&app.conversation, app.turns).await;
+    // At once, as a user pressing Enter on the next message.
+    app.hearth.send_message(&app.conversation, "run echo next".into(), Vec::new()).await.expect("the next message is taken");
+    app.turns += 1;
+    let next = app.events.finished(&app.conversation, app.turns).await;
+    assert_eq!(next.status, MessageStatus::Done, "{next:?}");
+    app.hearth.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fork_starts_from_the_reply_and_the_plan_comes_from_the_runtime() {
     let Some(mut app) = app(|dir| std::fs::write(dir.join("c.txt"), "alpha\nbeta\n").unwrap()).await else { return };

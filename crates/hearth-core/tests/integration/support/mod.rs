@@ -108,17 +108,45 @@ pub fn runtime_callers() -> (AllowedCallers, Arc<OnceLock<OpenCodeRuntime>>) {
     (callers, slot)
 }
 
-/// The app's updates, as the window would receive them.
+/// The app's updates, as the window would receive them (the `Notify` wakes whoever waits on the
+/// next one).
 #[derive(Default)]
-pub struct Recorder(pub Mutex<Vec<ConversationUpdate>>);
+pub struct Recorder(pub Mutex<Vec<ConversationUpdate>>, tokio::sync::Notify);
 
 impl UpdateSink for Recorder {
     fn conversation(&self, event: ConversationUpdate) {
         self.0.lock().unwrap().push(event);
+        self.1.notify_waiters();
     }
 }
 
 impl Recorder {
+    /// The moment the window is told that the `n`th reply of `conversation` (1-based) ended: its
+    /// message id, as soon as the update is sent (woken by it, not polled).
+    pub async fn reply_ended_shown(&self, conversation: &str, n: usize) -> String {
+        let wait = async {
+            loop {
+                let next = self.1.notified();
+                let ended: Vec<String> = self
+                    .0
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.conversation_id == conversation)
+                    .filter_map(|e| match &e.kind {
+                        ConversationUpdateKind::Runtime { message_id, event } if event.is_terminal() => Some(message_id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if ended.len() >= n {
+                    return ended[n - 1].clone();
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(TURN_TIMEOUT, wait).await.unwrap_or_else(|_| panic!("reply {n} of {conversation} did not end"))
+    }
+
     /// The `n`th finished reply of `conversation` (1-based), waiting up to [`TURN_TIMEOUT`].
     pub async fn finished(&self, conversation: &str, n: usize) -> Message {
         let deadline = tokio::time::Instant::now() + TURN_TIMEOUT;
