@@ -94,25 +94,28 @@ describe("a conversation in the real window", () => {
     await (await app.browser.$('[data-testid="send-button"]')).waitForDisplayed({ timeout: 10_000 });
   });
 
-  /** Each rendered message's status and text, read in one go (the list re-renders as it scrolls). */
+  /** Each rendered message's status and text, read in one go (the list re-renders as it scrolls),
+   * and whether the user can see it: the list keeps a message it has not measured yet hidden (its
+   * text then reads as empty) until the frame after it is laid out. */
   const rendered = () =>
     app.browser.execute(() =>
       Array.from(document.querySelectorAll('[data-testid="message"]')).map((m) => ({
         status: m.getAttribute("data-status"),
         text: m.querySelector('[data-testid="message-text"]')?.innerText.trim() ?? null,
+        shown: getComputedStyle(m).visibility !== "hidden",
       })),
     );
 
   /** The list is virtualized: from its top, all six messages are within what it renders. Waits
-   * for what is compared — six messages, each with its text — and returns them. */
+   * for what is compared — six messages on screen, each with its text — and returns them. */
   const showAllSix = async () => {
     await app.browser.execute(() => document.querySelector('[data-testid="conversation-scroll"]').scrollTo({ top: 0 }));
     let seen = [];
     await until(async () => {
       seen = await rendered();
-      return seen.length === 6 && seen.every((m) => m.text !== null);
-    }, "6 messages rendered with their texts", 20_000);
-    return seen;
+      return seen.length === 6 && seen.every((m) => m.shown && m.text !== null);
+    }, "6 messages on screen with their texts", 20_000);
+    return seen.map(({ status, text }) => ({ status, text }));
   };
 
   it("finds the conversation intact after a restart", async () => {

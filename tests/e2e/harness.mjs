@@ -237,12 +237,13 @@ export function realClaudeAgent() {
 }
 
 /**
- * Seed a data folder with one project and a conversation of `messages` messages, with the
+ * Seed a data folder with one project and a conversation of `messages` messages (their headings
+ * and names made of `word`), with the
  * `seed_conversation` example built beside the app binary under test (`cargo test` builds the
  * examples in the same profile); built with cargo only when it is not there.
  */
-export function seedConversation(dataDir, project, messages) {
-  const args = [dataDir, project, String(messages)];
+export function seedConversation(dataDir, project, messages, word = "Module") {
+  const args = [dataDir, project, String(messages), word];
   const built = path.join(path.dirname(APP_BIN), "examples", "seed_conversation");
   if (existsSync(built)) {
     execFileSync(built, args, { stdio: ["ignore", "ignore", "inherit"] });
