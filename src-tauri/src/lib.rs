@@ -11,11 +11,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hearth_core::app::{startup, Hearth, HearthOptions};
-use hearth_core::host::{logging, paths::AppPaths, single_instance as instance};
+use hearth_core::host::{display, logging, paths::AppPaths, single_instance as instance};
 
 /// Entry point of the `hearth` binary: a CLI subcommand when one is given, else the window.
 pub fn main_entry() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // First, while the process has one thread: it may set WebKit's environment.
+    let painting = args.is_empty().then(display::WebViewPainting::apply);
     let context = tauri::generate_context!();
     // Where an installed app keeps its bundled runtime and ripgrep; the CLI needs it as much as the
     // window (`hearth selftest` from /usr/bin must find /usr/lib/Hearth/bin, not a checkout's copy).
@@ -41,6 +43,9 @@ pub fn main_entry() -> i32 {
         }
     };
     tracing::info!(version = env!("CARGO_PKG_VERSION"), data_dir = %paths.data_dir.display(), "hearth starting");
+    if let Some(painting) = painting {
+        tracing::info!(?painting, "web view painting chosen");
+    }
     if let Some(code) = cli::run(&args, &paths, resource_dir.clone()) {
         return code;
     }

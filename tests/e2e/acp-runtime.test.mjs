@@ -50,7 +50,7 @@ describe("a project on an ACP agent (real window, real agents)", () => {
     await until(async () => (await select.$(`option[value="${agent.key}"]`).isExisting()) && (await select.$(`option[value="${agent.key}"]`).isEnabled()), `${agent.name} offered`);
     await select.selectByAttribute("value", agent.key);
     await until(async () => (await textOf(app.browser, "runtime-note")).startsWith("Saved."), "the choice saved");
-    await screenshot(app.browser, "acp-project-runtime");
+    await screenshot(app, "acp-project-runtime");
   });
 
   it("runs a conversation there: the reply reads the file with the agent's own tool", async () => {
@@ -68,7 +68,7 @@ describe("a project on an ACP agent (real window, real agents)", () => {
     // ACP has no request to compact, forget turns or copy a session: the window does not offer them.
     await until(async () => !(await app.browser.$('[data-testid="compact-button"]').isExisting()), "no Compact on an ACP agent");
     assert.equal(await app.browser.$('[data-testid="fork-here"]').isExisting(), false, "no Fork on an ACP agent");
-    await screenshot(app.browser, "acp-conversation");
+    await screenshot(app, "acp-conversation");
   });
 
   it("streams a held reply's notice, and Stop cancels it", async () => {
@@ -100,6 +100,6 @@ describe("a project on an ACP agent (real window, real agents)", () => {
     await until(async () => (await row.$('[data-testid="agent-process"]').isExisting()), `${agent.name}'s process listed`);
     assert.match(await row.$('[data-testid="agent-process"]').getText(), /^running · pid \d+/);
     assert.match(await row.$('[data-testid="agent-abilities"]').getText(), /version \S+/);
-    await screenshot(app.browser, "acp-runtime-view");
+    await screenshot(app, "acp-runtime-view");
   });
 });

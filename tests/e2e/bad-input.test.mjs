@@ -112,7 +112,7 @@ describe("bad input in the real window", () => {
     }, "the new profile", 20_000);
     await (await card.$('[data-testid="profile-test"]')).click();
     await until(async () => /Could not connect to http:\/\/127\.0\.0\.1:9\/v1\/chat\/completions: is the server running/.test(await (await card.$('[data-testid="profile-test-result"]')).getText()), "the unreachable-host sentence", 30_000);
-    await screenshot(app.browser, "profile-unreachable");
+    await screenshot(app, "profile-unreachable");
   });
 
   it("says a project folder was deleted when the user sends to it, and keeps the message", async () => {
@@ -131,6 +131,6 @@ describe("bad input in the real window", () => {
     // Refused before it is stored: the text stays in the box, to send again once the folder is back.
     const inBox = await app.browser.execute(() => document.querySelector('[data-testid="composer-input"]').value);
     assert.equal(inBox, "are you there?");
-    await screenshot(app.browser, "project-folder-deleted");
+    await screenshot(app, "project-folder-deleted");
   });
 });

@@ -57,11 +57,11 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
     await (await app.browser.$('[data-testid="diff-lines"]')).waitForDisplayed({ timeout: 20_000 });
     const unified = await texts(app.browser, '[data-testid="diff-lines"] tr[data-kind]');
     assert.deepEqual(unified.map((row) => row.replace(/\s+/g, " ").trim()), ["1 1 alpha", "2 − beta", "2 + gamma"]);
-    await screenshot(app.browser, "diff-unified");
+    await screenshot(app, "diff-unified");
     await click(app.browser, "diff-split");
     await until(async () => (await texts(app.browser, '[data-testid="diff-lines"] td.line.removed')).join() === "beta", "the side-by-side layout");
     assert.deepEqual(await texts(app.browser, '[data-testid="diff-lines"] td.line.added'), ["gamma"]);
-    await screenshot(app.browser, "diff-side-by-side");
+    await screenshot(app, "diff-side-by-side");
     await click(app.browser, "diff-close");
   });
 
@@ -72,7 +72,7 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
     assert.equal(existsSync(file("notes/a.txt")), false);
     assert.equal(existsSync(file("notes")), false);
     assert.deepEqual(await attrs(app.browser, '[data-testid="message"]', "data-undone"), ["true", "true"], "the turn stays, greyed");
-    await screenshot(app.browser, "turn-undone");
+    await screenshot(app, "turn-undone");
 
     await click(app.browser, "redo-turns");
     await until(async () => (await attrs(app.browser, '[data-testid="turn-changes"]', "data-state")).at(-1) === "kept", "the turn back", 20_000);
@@ -86,7 +86,7 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
     assert.match(await textOf(app.browser, "undo-conflict"), /c\.txt \(edited since\)/);
     assert.equal(readFileSync(file("c.txt"), "utf8"), "edited by the user\n");
     assert.equal(existsSync(file("notes/a.txt")), true, "nothing was undone");
-    await screenshot(app.browser, "undo-conflict");
+    await screenshot(app, "undo-conflict");
   });
 
   it("names a 50 MB generated file too large to show, and stays responsive", async () => {
@@ -104,7 +104,7 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
     assert.deepEqual(await attrs(app.browser, '[data-testid="plan-step"]', "data-status"), ["completed", "inProgress", "pending"]);
     await click(app.browser, "changes-button");
     assert.deepEqual(await texts(app.browser, '[data-testid="changes-panel-file"]'), ["c.txt", "notes/a.txt", "big.txt"]);
-    await screenshot(app.browser, "plan-and-changes");
+    await screenshot(app, "plan-and-changes");
 
     const forks = await app.browser.$$('[data-testid="fork-here"]');
     await forks[0].click();
@@ -114,6 +114,6 @@ describe("reviewing and undoing the agent's changes in the real window", () => {
       return (await textOf(app.browser, "conversation-title")).endsWith("(fork)");
     }, "the fork opened");
     await until(async () => (await texts(app.browser, '[data-testid="message"]')).length === 2, "the fork's two messages", 20_000);
-    await screenshot(app.browser, "fork-opened");
+    await screenshot(app, "fork-opened");
   });
 });

@@ -60,7 +60,7 @@ describe("a conversation in the real window", () => {
     assert.equal(await card.getAttribute("data-status"), "done");
     await card.$("button").click();
     assert.match(await (await card.$('[data-testid="tool-output"]')).getText(), /PROJECT_4711/);
-    await screenshot(app.browser, "conversation-view");
+    await screenshot(app, "conversation-view");
   });
 
   it("shows an attached image as a thumbnail before and after sending", async () => {
@@ -133,6 +133,6 @@ describe("a conversation in the real window", () => {
     await (await app.browser.$('[data-testid="profile-card"]')).waitForDisplayed({ timeout: 10_000 });
     await click(app.browser, "profile-test");
     assert.match(await textOf(app.browser, "profile-test-result"), /The model answered in \d+ ms/);
-    await screenshot(app.browser, "profiles-view");
+    await screenshot(app, "profiles-view");
   });
 });

@@ -44,7 +44,7 @@ describe("diagnostics panel", () => {
     assert.match(caption, /bound 840 MiB/);
     const drawn = await app.browser.execute(() => document.querySelector('[data-testid="memory-chart"] path')?.getAttribute("d") ?? "");
     assert.match(drawn, /^M[\d.]+,[\d.]+/, "the reading is drawn");
-    await screenshot(app.browser, "diagnostics-memory");
+    await screenshot(app, "diagnostics-memory");
   });
 
   it("runs the self-test and every check passes", async () => {
@@ -71,6 +71,6 @@ describe("diagnostics panel", () => {
     }
     await click(app.browser, "selftest-export");
     assert.match(await textOf(app.browser, "selftest-exported"), /Saved to .*selftest-\d+\.json/);
-    await screenshot(app.browser, "diagnostics-selftest");
+    await screenshot(app, "diagnostics-selftest");
   });
 });

@@ -205,11 +205,20 @@ export async function click(browser, testid) {
   await el.click();
 }
 
-export async function screenshot(browser, name) {
+/**
+ * A screenshot of the app's window as X shows it: what the user sees. Not WebDriver's own
+ * screenshot: WebKitWebDriver renders that snapshot itself, and with compositing off (Hearth's
+ * choice on a machine without a GPU, `host/display.rs`) it never returns once a `<select>` was
+ * changed, though the window goes on painting.
+ */
+export async function screenshot(app, name) {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   await new Promise((r) => setTimeout(r, SCREENSHOT_SETTLE_MS));
   const file = path.join(SCREENSHOT_DIR, `${name}.png`);
-  await browser.saveScreenshot(file);
+  // The main window is titled "Hearth" (or "Hearth cannot start"); the screen when it is not found.
+  let window = "root";
+  try { window = xdotool(app.display, ["search", "--onlyvisible", "--name", "^Hearth"]).split("\n")[0] || "root"; } catch {}
+  execFileSync("import", ["-window", window, file], { env: { ...process.env, DISPLAY: app.display }, timeout: DIALOG_WAIT_MS });
   console.log(`screenshot: ${path.relative(ROOT, file)}`);
   return file;
 }

@@ -43,7 +43,7 @@ describe("choosing folders in the native dialog", () => {
     await openDialog();
     await answerFileDialog(app, "Add a project folder", project, { shot: "native-folder-dialog" });
     await until(async () => (await projectNames()).includes("chosen-project"), "the chosen project in the sidebar", 20_000);
-    await screenshot(app.browser, "project-added-from-dialog");
+    await screenshot(app, "project-added-from-dialog");
     await openDialog();
     await answerFileDialog(app, "Add a project folder", project);
     await new Promise((r) => setTimeout(r, 500));
@@ -63,7 +63,7 @@ describe("choosing folders in the native dialog", () => {
     await (await app.browser.$('[data-testid="knowledge-query"]')).setValue("ember handshake");
     await app.browser.keys("Enter");
     await until(async () => (await texts(app.browser, '[data-testid="knowledge-hit"]')).some((t) => t.includes("ember-protocol.md")), "a search hit in the imported file");
-    await screenshot(app.browser, "knowledge-view");
+    await screenshot(app, "knowledge-view");
   });
 
   it("adds a skill package chosen in the dialog", async () => {
@@ -71,14 +71,14 @@ describe("choosing folders in the native dialog", () => {
     await click(app.browser, "skill-choose");
     await answerFileDialog(app, "Add a skill package (a folder with SKILL.md)", path.join(ROOT, "fixtures/skills/web-3d-game"));
     await until(async () => (await texts(app.browser, '[data-testid="skill-card"]')).some((t) => t.startsWith("web-3d-game")), "the skill card");
-    await screenshot(app.browser, "tools-view");
+    await screenshot(app, "tools-view");
   });
 
   it("refuses the same skill again with a sentence and replaces it only when asked", async () => {
     await click(app.browser, "skill-choose");
     await answerFileDialog(app, "Add a skill package (a folder with SKILL.md)", path.join(ROOT, "fixtures/skills/web-3d-game"));
     await until(async () => (await textOf(app.browser, "skill-error")).includes("A skill named `web-3d-game` is already added; replace it"), "the refusal sentence");
-    await screenshot(app.browser, "skill-exists");
+    await screenshot(app, "skill-exists");
     await click(app.browser, "skill-replace");
     await until(async () => (await texts(app.browser, '[data-testid="skill-error"]')).length === 0, "the replacement done");
     assert.equal((await texts(app.browser, '[data-testid="skill-card"]')).filter((t) => t.startsWith("web-3d-game")).length, 1);
@@ -90,6 +90,6 @@ describe("choosing folders in the native dialog", () => {
     writeFileSync(path.join(bad, "SKILL.md"), "---\nname: no-description\n---\nBody\n");
     await until(async () => (await texts(app.browser, '[data-testid="skill-problem"]')).includes("The skill `no-description` has no description; the agent uses it to decide when to load the skill."), "the bad package's reason");
     assert.ok((await texts(app.browser, '[data-testid="skill-card"]')).some((t) => t.startsWith("web-3d-game —")), "the good skill is still listed as usable");
-    await screenshot(app.browser, "skill-problem");
+    await screenshot(app, "skill-problem");
   });
 });

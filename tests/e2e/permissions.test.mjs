@@ -81,7 +81,7 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     assert.equal((await attrs(app.browser, '[data-testid="project-settings-panel"]', "data-policy"))[0], "deny");
     assert.equal(await (await app.browser.$('[data-testid="outside-deny"]')).isSelected(), true);
     assert.match(await textOf(app.browser, "project-settings-panel"), /When the agent reaches outside this folder:[\s\S]*Refuse[\s\S]*Ask me/);
-    await screenshot(app.browser, "project-settings");
+    await screenshot(app, "project-settings");
     await click(app.browser, "new-conversation");
     await (await app.browser.$('[data-testid="conversation-view"]')).waitForDisplayed({ timeout: 10_000 });
   });
@@ -109,7 +109,7 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     assert.equal(await textOf(app.browser, "permission-always"), "Always allow in this conversation");
     assert.equal(await textOf(app.browser, "permission-reject"), "Reject");
     await until(async () => (await lastStatus()) === "streaming", "the reply to wait for the answer", 10_000);
-    await screenshot(app.browser, "permission-prompt");
+    await screenshot(app, "permission-prompt");
 
     await click(app.browser, "permission-once");
     await finished("done");
@@ -130,7 +130,7 @@ describe("reaching outside the project folder (real window, real runtime)", () =
     assert.equal(card.status, "error");
     assert.match(card.error, /rejected permission/);
     assert.ok(!card.output.includes(hostname));
-    await screenshot(app.browser, "permission-rejected");
+    await screenshot(app, "permission-rejected");
 
     await send("hello after the refusal");
     await finished("done");

@@ -78,7 +78,7 @@ describe("a project on another host in the real window", async () => {
     const card = await app.browser.$(`${ASSISTANT} [data-testid="tool-card"]`);
     assert.equal(await card.getAttribute("data-tool"), "read");
     assert.ok(remoteProcesses().some((p) => p.includes("opencode serve")), "the runtime runs as the host's user");
-    await screenshot(app.browser, "remote-project");
+    await screenshot(app, "remote-project");
   });
 
   it("runs the Diagnostics self-test on the host named there", async () => {
@@ -94,7 +94,7 @@ describe("a project on another host in the real window", async () => {
     assert.deepEqual(await attrs(app.browser, '[data-testid="selftest-check"]', "data-runtime"), [`OpenCode (server) on ${HOST}`, `OpenCode (server) on ${HOST}`]);
     const rows = await texts(app.browser, '[data-testid="selftest-row"]');
     assert.ok(rows.some((r) => r.includes("Marker files intact")), rows.join("\n"));
-    await screenshot(app.browser, "remote-selftest");
+    await screenshot(app, "remote-selftest");
   });
 
   it("leaves nothing running on the host after the app closes", async () => {

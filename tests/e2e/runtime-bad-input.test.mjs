@@ -28,7 +28,7 @@ describe("wrong runtime version and missing rg", () => {
     assert.match(problem, /is version 1\.17\.2, but Hearth needs exactly 1\.18\.33/);
     assert.match(await textOf(app.browser, "ripgrep-problem"), /no-rg does not exist/);
     assert.match(await textOf(app.browser, "runtime-summary"), /2 problems/);
-    await screenshot(app.browser, "runtime-view-problems");
+    await screenshot(app, "runtime-view-problems");
 
     // The app keeps running: checking again answers again.
     await (await app.browser.$('[data-testid="runtime-recheck"]')).click();

@@ -58,7 +58,7 @@ describe("choosing the runtime binary (real window, real runtime binary)", () =>
     assert.match(problem, /Choose the binary of opencode-ai@1\.18\.33 in the Runtime view, or clear your choice there/);
     assert.equal(await textOf(app.browser, "runtime-binary-path"), impostor);
     assert.equal(await textOf(app.browser, "runtime-summary"), "The runtime cannot start: 1 problem to fix");
-    await screenshot(app.browser, "runtime-choice-refused");
+    await screenshot(app, "runtime-choice-refused");
   });
 
   it("keeps working: a message gets the same sentence as its reply", async () => {
@@ -78,7 +78,7 @@ describe("choosing the runtime binary (real window, real runtime binary)", () =>
     assert.equal(await textOf(app.browser, "runtime-binary-version"), runtime.pinned);
     assert.match(await textOf(app.browser, "runtime-summary"), /^Runtime ready/);
     assert.match(await textOf(app.browser, "runtime-choice-auto"), /Hearth finds the runtime itself/);
-    await screenshot(app.browser, "runtime-choice-cleared");
+    await screenshot(app, "runtime-choice-cleared");
 
     await click(app.browser, "conversation-item"); // the project is still open in the sidebar
     await send("Read marker.txt", "done");

@@ -28,7 +28,7 @@ describe("Runtime view (real window, real runtime binary)", () => {
     assert.match(await textOf(app.browser, "runtime-summary"), new RegExp(`Runtime ready — OpenCode ${runtime.pinned}`));
     assert.match(await textOf(app.browser, "ripgrep-path"), /\/rg$/);
     assert.equal(await textOf(app.browser, "data-dir"), app.dataDir);
-    await screenshot(app.browser, "runtime-view");
+    await screenshot(app, "runtime-view");
   });
 
   it("says secrets are kept in a private file when no desktop keyring answers", async () => {
@@ -50,7 +50,7 @@ describe("Runtime view (real window, real runtime binary)", () => {
     await (await form.$('button[type="submit"]')).click();
     const keyState = () => texts(app.browser, '[data-testid="profile-key-state"]');
     await until(async () => (await keyState()).includes("Text only · API key stored"), "the new profile with its key");
-    await screenshot(app.browser, "profile-with-key");
+    await screenshot(app, "profile-with-key");
     await click(app.browser, "profile-clear-key");
     await until(async () => !(await keyState()).some((t) => t.includes("API key stored")), "the profile to show no key");
     assert.deepEqual(await texts(app.browser, '[data-testid="profile-clear-key"]'), [], "no key left to clear");

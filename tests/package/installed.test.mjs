@@ -44,7 +44,7 @@ describe("the installed app", () => {
     const dataDir = path.join(home, ".local/share/hearth");
     assert.equal(await textOf(app.browser, "data-dir"), dataDir);
     assert.equal(statSync(dataDir).mode & 0o777, 0o700, "the data folder is readable by the user only");
-    await screenshot(app.browser, "installed-runtime-view");
+    await screenshot(app, "installed-runtime-view");
   });
 
   it("offers the built-in scripted model on first start", async () => {
@@ -61,7 +61,7 @@ describe("the installed app", () => {
     await app.browser.keys("Enter");
     await until(async () => (await attrs(app.browser, ASSISTANT, "data-status")).at(-1) === "done", "the reply", TURN_MS);
     assert.equal((await texts(app.browser, `${ASSISTANT} [data-testid="message-text"]`)).at(-1), "PROJECT_2718");
-    await screenshot(app.browser, "installed-conversation");
+    await screenshot(app, "installed-conversation");
   });
 
   for (const [what, breakIt, sentence] of [
@@ -79,7 +79,7 @@ describe("the installed app", () => {
         app = await launchInstalled();
         await click(app.browser, "nav-runtime");
         assert.match(await textOf(app.browser, "runtime-binary-problem"), sentence);
-        await screenshot(app.browser, `installed-runtime-${what}`);
+        await screenshot(app, `installed-runtime-${what}`);
         // The app stays usable: its conversations are still there.
         await click(app.browser, "project-item");
         await until(async () => (await texts(app.browser, '[data-testid="conversation-item"]')).length === 1, "the stored conversation");
