@@ -368,9 +368,10 @@ async fn a_runtime_past_its_memory_bound_is_replaced_between_turns_never_during_
     let during = process(&hearth);
     hearth.send_message(a, "read marker.txt".into(), vec![]).await.unwrap();
     assert_eq!(reply(updates.finished(a, 2).await), (MessageStatus::Done, "PROJECT_0".into()), "A continues in the fresh process");
+    // Checked before B is released: once B's turn ends, replacing the process is due at once.
+    assert_eq!(process(&hearth), during, "no replacement while B's turn ran, though A's ended");
     hold.release();
     assert_eq!(reply(updates.finished(b, 1).await), (MessageStatus::Done, "PROJECT_1".into()), "B's turn was never cut");
-    assert_eq!(process(&hearth).0, during.0, "no replacement while B's turn ran, though A's ended");
 
     // Once B's turn ended, the process goes too; a message sent at once waits for the fresh one and
     // continues its conversation's native session.
@@ -380,8 +381,10 @@ async fn a_runtime_past_its_memory_bound_is_replaced_between_turns_never_during_
     assert_eq!(hearth.store().get_conversation(b).unwrap().native_session_id.unwrap(), session_b, "the same native session");
     let saw_earlier = model.requests().into_iter().filter(|r| r.kind == RequestKind::Agent && r.session_id.as_deref() == Some(session_b.as_str())).last().is_some_and(|r| r.contains_text("read marker.txt slowly"));
     assert!(saw_earlier, "the model saw B's earlier turn after the replacement");
+    // The replacement follows the end of a turn, so it is awaited rather than read at once.
+    let replaced_again = support::wait_until(STATE_TIMEOUT, || async { process(&hearth).2 > during.2 && process(&hearth).0 != 0 }).await;
+    assert!(replaced_again, "replaced again once nothing ran: {:?}", hearth.runtime_statuses());
     let last = process(&hearth);
-    assert!(last.2 > during.2, "replaced again once nothing ran: {:?}", hearth.runtime_statuses());
     for m in hearth.list_messages(a.clone()).await.unwrap().iter().chain(hearth.list_messages(b.clone()).await.unwrap().iter()) {
         assert_ne!(m.status, MessageStatus::Error, "no message lost or failed: {m:?}");
     }
