@@ -5,6 +5,12 @@
 //! segments pile up, and merges them once at the end, in steps bounded in pages (one transaction each,
 //! so other writers wait for one step at most). The settings live in the database: an import that
 //! crashes leaves them set, and [`repair`] puts them back when the database is next opened.
+//!
+//! The write-ahead log is not checkpointed during an import either: by default every commit past
+//! 1000 log pages copies the log into the database file, and an import's batches rewrite the same
+//! b-tree and index pages again and again, so each was copied many times. One checkpoint after the
+//! end copies each page once, off the import's path (see `checkpoint.rs`). That setting belongs to
+//! the writer connection, so a crash cannot leave it.
 
 use rusqlite::{params, Connection};
 
@@ -18,6 +24,8 @@ pub const DEFAULT_CRISISMERGE: i64 = 16;
 /// `crisismerge` during an import: a level is merged at once only at this many segments, which
 /// bounds what a search running beside the import must visit (FTS5 allows at most 2000).
 pub const BULK_CRISISMERGE: i64 = 128;
+/// SQLite's default `wal_autocheckpoint` (log pages), restored after an import.
+pub const DEFAULT_WAL_AUTOCHECKPOINT: i64 = 1000;
 /// Pages of index written per step of the merge after an import: about 16 MB, tens of milliseconds.
 pub const MERGE_STEP_PAGES: i64 = 4096;
 
@@ -29,7 +37,9 @@ fn set(conn: &Connection, key: &str, value: i64) -> Result<(), rusqlite::Error> 
 /// Switch the merging off for an import (inside its first batch's transaction).
 pub(super) fn begin(conn: &Connection) -> Result<(), rusqlite::Error> {
     set(conn, "automerge", 0)?;
-    set(conn, "crisismerge", BULK_CRISISMERGE)
+    set(conn, "crisismerge", BULK_CRISISMERGE)?;
+    // Last: if anything before failed, the import does not count as begun and nothing is restored.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
 }
 
 fn restore(conn: &Connection) -> Result<(), rusqlite::Error> {
@@ -73,8 +83,16 @@ fn merge_step(conn: &Connection) -> Result<bool, rusqlite::Error> {
 
 /// After an import: restore the settings, then (if `merge`) merge the levels holding at least FTS5's
 /// `usermerge` (4) segments, one step per transaction, until a step finds nothing left to do. Only
-/// those levels: an import into a large index merges what it wrote, not the whole index.
+/// those levels: an import into a large index merges what it wrote, not the whole index. Then
+/// automatic checkpoints come back and the checkpoint thread copies the log into the database file.
 pub(super) fn finish(service: &KnowledgeService, merge: bool) -> Result<(), KnowledgeError> {
+    let merged = merge_all(service, merge);
+    service.writer().pragma_update(None, "wal_autocheckpoint", DEFAULT_WAL_AUTOCHECKPOINT)?;
+    service.checkpointer.request();
+    merged
+}
+
+fn merge_all(service: &KnowledgeService, merge: bool) -> Result<(), KnowledgeError> {
     let mut restored = false;
     loop {
         let mut conn = service.writer();

@@ -181,3 +181,25 @@ fn merge_settings_left_by_an_interrupted_import_are_restored_on_open() {
     let _k = open(tmp.path());
     assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), (DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE));
 }
+
+#[test]
+fn an_import_reaches_the_database_file_once_its_log_is_checkpointed_and_checkpoints_come_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = open(tmp.path());
+    let lib = k.create_library("Logged").unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let files = IMPORT_BATCH_FILES * 2;
+    for i in 0..files {
+        std::fs::write(src.path().join(format!("n{i:04}.md")), long_text(&format!("marker{i}"))).unwrap();
+    }
+    let text_bytes = files * long_text("marker0").len();
+    assert_eq!(import(&k, lib.id, src.path()).unwrap().imported as usize, files);
+    k.wait_for_checkpoint();
+    // Automatic checkpoints were off during the import; the checkpoint after it copied the log.
+    let db_file = std::fs::metadata(tmp.path().join("data/knowledge.sqlite")).unwrap().len() as usize;
+    assert!(db_file > text_bytes, "database file {db_file} bytes, imported text {text_bytes}");
+    let writer_setting: i64 = k.writer().query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
+    assert_eq!(writer_setting, DEFAULT_WAL_AUTOCHECKPOINT);
+    // A second connection sees every file (the log is part of the database at all times).
+    assert_eq!(rows(&db(tmp.path()), "documents") as usize, files);
+}

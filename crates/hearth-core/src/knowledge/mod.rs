@@ -17,6 +17,7 @@
 //! token in a `scope` column the user's words cannot reach; the index keeps it for compatibility.)
 
 mod bulk;
+mod checkpoint;
 mod chunk;
 mod error;
 mod frequency;
@@ -36,7 +37,7 @@ mod search_tests;
 #[cfg(test)]
 mod tests;
 
-pub use bulk::{BULK_CRISISMERGE, DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE, MERGE_STEP_PAGES};
+pub use bulk::{BULK_CRISISMERGE, DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE, DEFAULT_WAL_AUTOCHECKPOINT, MERGE_STEP_PAGES};
 pub use chunk::{chunk_text, Chunk, CHUNK_MAX_BYTES, CHUNK_OVERLAP_BYTES};
 pub use error::KnowledgeError;
 pub use frequency::MAX_CACHED_TERMS;
@@ -49,6 +50,7 @@ pub use query::{expression, match_expression, terms, MatchMode, Term, MAX_QUERY_
 pub use schema::SCHEMA_VERSION;
 pub use search::{COMMON_QUERY_CHUNKS, COMMON_TERM_SHARE, MAX_READ_BYTES, MAX_SEARCH_LIBRARIES, MAX_SEARCH_LIMIT, SNIPPET_TOKENS};
 pub use service::{
-    KnowledgeService, BUSY_TIMEOUT, MAX_LIBRARY_NAME_CHARS, READER_CACHE_KIB, READER_MMAP_BYTES, READER_POOL_SIZE, WRITER_CACHE_KIB,
+    KnowledgeService, BUSY_TIMEOUT, MAX_LIBRARY_NAME_CHARS, READER_CACHE_KIB, READER_MMAP_BYTES, READER_POOL_SIZE, WAL_SIZE_LIMIT_BYTES,
+    WRITER_CACHE_KIB,
 };
 pub use types::*;
