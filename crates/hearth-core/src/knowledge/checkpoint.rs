@@ -4,7 +4,7 @@
 //! does it after the import has returned, as SQLite recommends, so neither the import nor the next
 //! write waits for it. Readers and the writer go on meanwhile (a passive checkpoint waits for no one).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -91,7 +91,7 @@ fn run(db_path: PathBuf, incoming: mpsc::Receiver<()>, counts: Shared) {
 }
 
 /// Pages in the log and pages copied into the database file.
-fn checkpoint(db_path: &PathBuf, conn: &mut Option<Connection>) -> Result<(i64, i64), rusqlite::Error> {
+fn checkpoint(db_path: &Path, conn: &mut Option<Connection>) -> Result<(i64, i64), rusqlite::Error> {
     let conn = match conn {
         Some(conn) => conn,
         None => {

@@ -8,6 +8,9 @@
 //! of read-only connections: the database runs in WAL mode, so searches and reads never wait for an
 //! import, and an import takes the writer lock one batch at a time (bounded by
 //! [`IMPORT_BATCH_TIME`]) so user edits (rename, delete) are not stuck behind a long folder import.
+//! One more thread, owned by the service and joined when it drops, copies the write-ahead log into
+//! the database file after an import (`checkpoint.rs`), so neither the import nor the next write
+//! pays for it.
 //!
 //! # Scoping
 //! `search` and `read_document` take the set of libraries the caller may read (a request's grant).
