@@ -148,11 +148,18 @@ try {
       window.__hearthDeltas.length = 0;
       const now = () => performance.timeOrigin + performance.now();
       // The end of each frame: a message posted from the frame's first callback runs once that
-      // frame has been laid out and painted. The first one after the text is in the page is when
-      // the frame showing it was done.
+      // frame has been laid out and painted. The first one after the text is in the DOM is when
+      // the frame showing it was done. The port listens from the start, so no message of an
+      // earlier frame waits in its queue to be taken for that one.
       const frameEnd = new MessageChannel();
       let frames = true;
-      let painted = null;
+      let inDom = null;
+      frameEnd.port1.onmessage = () => {
+        if (inDom === null) return;
+        frames = false;
+        frameEnd.port1.onmessage = null;
+        done({ clicked, inDom, painted: now(), inPage: window.__hearthDeltas[0] ?? null });
+      };
       const loop = () => {
         if (!frames) return;
         frameEnd.port2.postMessage(0);
@@ -164,12 +171,7 @@ try {
       const obs = new MutationObserver(() => {
         if (reply()?.querySelector('[data-testid="message-text"]').innerText.trim()) {
           obs.disconnect();
-          const inDom = now();
-          frameEnd.port1.onmessage = () => {
-            frames = false;
-            frameEnd.port1.onmessage = null;
-            done({ clicked, inDom, painted: now(), inPage: window.__hearthDeltas[0] ?? null });
-          };
+          inDom = now();
         }
       });
       obs.observe(document.body, { subtree: true, childList: true, characterData: true });
