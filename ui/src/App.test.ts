@@ -39,4 +39,23 @@ describe("App", () => {
     await new Promise((r) => setTimeout(r, 0));
     expect(screen.getByTestId("profiles-view")).toBeTruthy();
   });
+
+  it("stays on Runtime, the view it opens on, when the user chose it while the projects loaded", async () => {
+    let projectsFound!: (list: unknown[]) => void;
+    answers.listProjects = () => new Promise((resolve) => (projectsFound = (list) => resolve({ status: "ok", data: list })));
+    answers.listConversations = () => ok([conversation()]);
+    answers.listProfiles = () => ok([builtin]);
+    answers.appSettings = () => ok({ defaultProfileId: "b", runtimeBinaryOverride: null });
+    answers.listAgents = () => ok([]);
+    render(App);
+
+    await vi.waitFor(() => expect(screen.getByTestId("nav-runtime")).toBeTruthy());
+    await fireEvent.click(screen.getByTestId("nav-runtime"));
+    projectsFound([project()]);
+    // Once the projects are known the sidebar lists them; the view is still the user's.
+    await vi.waitFor(() => expect(screen.getAllByText(project().name).length).toBeGreaterThan(0));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(screen.getByTestId("nav-runtime").classList.contains("active")).toBe(true);
+    expect(screen.queryByText("Welcome to Hearth")).toBeNull();
+  });
 });
