@@ -24,6 +24,8 @@ const WORDS_PER_LINE: usize = 10;
 const SEARCHES: usize = 500;
 /// Hits asked for per search (what the gateway will ask for).
 const HITS: usize = 10;
+/// Searches timed right after the import, while its index is merged.
+const SETTLING_SEARCHES: usize = 20;
 /// The speed goal for a median search.
 const P50_GOAL: Duration = Duration::from_millis(5);
 
@@ -80,9 +82,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    // The import's own log line says where its time went (scan, read, hash, insert, commit, merge).
+    // The import's own log line says where its time went (scan, read, hash, insert, commit); the
+    // upkeep thread's lines say how long the merge and the checkpoint after it took.
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("hearth_core::knowledge::import=info"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new("hearth_core::knowledge::import=info,hearth_core::knowledge::maintenance=info"))
         .with_target(false)
         .init();
     let tmp = tempfile::tempdir().unwrap();
@@ -100,6 +103,7 @@ fn main() {
     let mut events = 0u32;
     let report = k.import_path(lib.id, &corpus, &CancellationToken::new(), |_| events += 1).unwrap();
     let import_time = started.elapsed();
+    let import_done = Instant::now();
     assert_eq!(report.imported as usize, DOCUMENTS, "{:?}", &report.skipped[..report.skipped.len().min(5)]);
     println!(
         "import: {DOCUMENTS} files in {:.2?} = {:.1} MB/s, {:.0} files/s ({events} progress events)",
@@ -107,11 +111,31 @@ fn main() {
         bytes as f64 / 1e6 / import_time.as_secs_f64(),
         DOCUMENTS as f64 / import_time.as_secs_f64()
     );
-    // The import turned automatic checkpoints off; its log is copied into the database file after it
-    // returns, on a thread of its own. Timed here, and waited for so that searches run alone.
+    // Right after the import its batches are searchable as they are, while the upkeep thread merges
+    // them beside the searches: what a user searching at once gets.
     let started = Instant::now();
-    k.wait_for_checkpoint();
-    println!("log checkpoint after the import (its own thread, not part of the import): {:.2?} more", started.elapsed());
+    let mut settling = Vec::new();
+    let mut query_rng = Rng(7);
+    for _ in 0..SETTLING_SEARCHES {
+        let query = format!("{} {}", word(query_rng.below(10)), word(100 + query_rng.below(1_000)));
+        let began = Instant::now();
+        assert!(!k.search(&[lib.id], &query, HITS).unwrap().is_empty(), "{query}");
+        settling.push(began.elapsed());
+    }
+    settling.sort();
+    println!(
+        "searches right after the import, beside the merge: p50 {:.2?}, max {:.2?} ({SETTLING_SEARCHES} in {:.2?})",
+        percentile(&settling, 0.5),
+        settling.last().unwrap(),
+        started.elapsed()
+    );
+    // The import's segments are merged and its log copied into the database file after it returns,
+    // on a thread of its own. Timed here, and waited for so that the searches below run alone.
+    k.wait_for_maintenance();
+    println!(
+        "index merge and log checkpoint after the import (their own thread, not part of the import): done {:.2?} after it",
+        import_done.elapsed()
+    );
     // A second library with the same words: searches scoped to `lib` must filter it out.
     let few = corpus.join("area-0").join("topic-0");
     k.import_path(other.id, &few, &CancellationToken::new(), |_| {}).unwrap();

@@ -4,8 +4,9 @@
 //! the files the batch had finished are written again (see `store.rs`): a cancelled or failed import
 //! keeps every file it finished and never leaves a half-indexed one.
 //!
-//! Reading, checking and hashing files run on a second thread a few files ahead of the writer, and
-//! FTS5 merges the index once at the end instead of at every batch (see `bulk.rs`).
+//! Reading, checking and hashing files run on a second thread a few files ahead of the writer; each
+//! batch is one index segment, and the segments are merged once, after the import has returned,
+//! instead of at every batch (see `bulk.rs`).
 
 use std::io::Read;
 use std::iter::Peekable;
@@ -32,8 +33,10 @@ pub const MAX_IMPORT_FILES: usize = 20_000;
 /// Folders never entered: version control, dependencies and build output.
 pub const SKIPPED_FOLDER_NAMES: &[&str] = &["node_modules", "target", "__pycache__"];
 
-/// Files written in one transaction. Batching matters: every FTS5 commit writes a new index segment.
-pub const IMPORT_BATCH_FILES: usize = 256;
+/// Files written in one transaction. Batching matters: every FTS5 commit writes a new index segment,
+/// and the fewer the segments, the faster the searches until they are merged. Usually the time
+/// bound ends a batch first.
+pub const IMPORT_BATCH_FILES: usize = 2048;
 /// Bytes written in one transaction.
 pub const IMPORT_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Longest a batch holds the writer lock (renames and deletes wait at most about this long).
@@ -250,8 +253,8 @@ pub(super) struct Phases {
     pub(super) copy_wait: Duration,
     /// Committing batches (FTS5 writes its index segment here).
     pub(super) commit: Duration,
-    /// Restoring the merge settings and merging the index after the last batch.
-    pub(super) merge: Duration,
+    /// Restoring the index settings after the last batch (the merge runs after the import returns).
+    pub(super) finish: Duration,
 }
 
 impl std::fmt::Display for Phases {
@@ -261,7 +264,7 @@ impl std::fmt::Display for Phases {
             f,
             "scan {:.0} ms, read {:.0} ms and hash {:.0} ms (prefetch thread), waiting for them {:.0} ms, lookup {:.0} ms, \
              chunk {:.0} ms, insert {:.0} ms, managed copy {:.0} ms (copy thread), waiting for it {:.0} ms, commit {:.0} ms, \
-             merge {:.0} ms",
+             finish {:.0} ms",
             ms(self.scan),
             ms(self.read),
             ms(self.hash),
@@ -272,7 +275,7 @@ impl std::fmt::Display for Phases {
             ms(self.copy),
             ms(self.copy_wait),
             ms(self.commit),
-            ms(self.merge)
+            ms(self.finish)
         )
     }
 }
@@ -343,9 +346,9 @@ impl KnowledgeService {
         });
         // The settings go back even after a failure (a crash leaves them to `open`); the merge only
         // follows an import that ended well (cancelled included: it keeps later searches fast).
-        let merge_started = Instant::now();
+        let finish_started = Instant::now();
         let finished = if run.bulk { bulk::finish(self, written.is_ok()) } else { Ok(()) };
-        run.phases.merge = merge_started.elapsed();
+        run.phases.finish = finish_started.elapsed();
         written?;
         finished?;
         let report = run.report;

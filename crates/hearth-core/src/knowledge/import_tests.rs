@@ -1,6 +1,6 @@
 //! What the faster import relies on: a file failing half-written leaves no trace while the files
-//! before it stay (there are no per-file savepoints any more), the index merge settings always go
-//! back, and an import's batches end up merged.
+//! before it stay (there are no per-file savepoints any more), the index settings always go back,
+//! and an import's batches end up merged (after it has returned).
 
 use std::path::Path;
 
@@ -82,7 +82,7 @@ fn a_file_failing_half_written_leaves_no_trace_and_the_files_before_it_stay() {
     assert_eq!((rows(&conn, "chunks"), rows(&conn, "chunks_fts")), (2, 2), "no row of the failed file");
     assert_eq!(copies(&k, lib.id), 2, "no managed copy of it either");
     assert!(k.search(&[lib.id], "nightshade", 10).unwrap().is_empty());
-    assert_eq!(bulk::settings(&conn).unwrap(), (DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE), "merge settings restored");
+    assert_eq!(bulk::settings(&conn).unwrap(), IndexSettings::DEFAULT, "index settings restored");
 
     conn.execute_batch("DROP TRIGGER poison").unwrap();
     let rest = import(&k, lib.id, &dir).unwrap();
@@ -154,7 +154,10 @@ fn an_import_restores_the_merge_settings_and_leaves_its_batches_merged() {
     }
     assert_eq!(import(&k, lib.id, src.path()).unwrap().imported as usize, files);
     let conn = db(tmp.path());
-    assert_eq!(bulk::settings(&conn).unwrap(), (DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE));
+    assert_eq!(bulk::settings(&conn).unwrap(), IndexSettings::DEFAULT);
+    // The batches are searchable at once; the merge follows on the upkeep thread.
+    assert_eq!(k.search(&[lib.id], &format!("marker{}", files - 1), 5).unwrap().len(), 1);
+    k.wait_for_maintenance();
     assert_eq!(segments(&conn), 1, "one segment for the whole import");
     for i in [0, files / 2, files - 1] {
         assert_eq!(k.search(&[lib.id], &format!("marker{i}"), 5).unwrap().len(), 1);
@@ -163,23 +166,24 @@ fn an_import_restores_the_merge_settings_and_leaves_its_batches_merged() {
     let cancel = CancellationToken::new();
     cancel.cancel();
     assert!(k.import_path(lib.id, src.path(), &cancel, |_| {}).unwrap().cancelled);
-    assert_eq!(bulk::settings(&conn).unwrap(), (DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE));
+    assert_eq!(bulk::settings(&conn).unwrap(), IndexSettings::DEFAULT);
 }
 
 #[test]
-fn merge_settings_left_by_an_interrupted_import_are_restored_on_open() {
+fn index_settings_left_by_an_interrupted_import_are_restored_on_open() {
     let tmp = tempfile::tempdir().unwrap();
     drop(open(tmp.path()));
     // What a crash in the middle of an import leaves.
     db(tmp.path())
         .execute_batch(&format!(
             "INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('automerge', 0);
-             INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('crisismerge', {BULK_CRISISMERGE});"
+             INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('crisismerge', {BULK_CRISISMERGE});
+             INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('hashsize', {BULK_HASHSIZE});"
         ))
         .unwrap();
-    assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), (0, BULK_CRISISMERGE));
+    assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), IndexSettings::BULK);
     let _k = open(tmp.path());
-    assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), (DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE));
+    assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), IndexSettings::DEFAULT);
 }
 
 #[test]
@@ -188,13 +192,14 @@ fn an_import_reaches_the_database_file_once_its_log_is_checkpointed_and_checkpoi
     let k = open(tmp.path());
     let lib = k.create_library("Logged").unwrap();
     let src = tempfile::tempdir().unwrap();
-    let files = IMPORT_BATCH_FILES * 2;
+    // About 4 MB of text: far more than the 1000 log pages after which a commit would checkpoint.
+    let files = 600;
     for i in 0..files {
         std::fs::write(src.path().join(format!("n{i:04}.md")), long_text(&format!("marker{i}"))).unwrap();
     }
     let text_bytes = files * long_text("marker0").len();
     assert_eq!(import(&k, lib.id, src.path()).unwrap().imported as usize, files);
-    k.wait_for_checkpoint();
+    k.wait_for_maintenance();
     // Automatic checkpoints were off during the import; the checkpoint after it copied the log.
     let db_file = std::fs::metadata(tmp.path().join("data/knowledge.sqlite")).unwrap().len() as usize;
     assert!(db_file > text_bytes, "database file {db_file} bytes, imported text {text_bytes}");
@@ -202,4 +207,24 @@ fn an_import_reaches_the_database_file_once_its_log_is_checkpointed_and_checkpoi
     assert_eq!(writer_setting, DEFAULT_WAL_AUTOCHECKPOINT);
     // A second connection sees every file (the log is part of the database at all times).
     assert_eq!(rows(&db(tmp.path()), "documents") as usize, files);
+}
+
+#[test]
+fn a_service_dropped_while_its_index_merges_closes_and_the_database_opens_again_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = open(tmp.path());
+    let lib = k.create_library("Dropped").unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let files = IMPORT_BATCH_FILES * 3;
+    for i in 0..files {
+        std::fs::write(src.path().join(format!("n{i:04}.md")), format!("note {i} about marker{i}\n")).unwrap();
+    }
+    assert_eq!(import(&k, lib.id, src.path()).unwrap().imported as usize, files);
+    // The merge has at most begun: dropping ends it after its step and joins the thread.
+    drop(k);
+    let k = open(tmp.path());
+    assert_eq!(bulk::settings(&db(tmp.path())).unwrap(), IndexSettings::DEFAULT);
+    for i in [0, files / 2, files - 1] {
+        assert_eq!(k.search(&[lib.id], &format!("marker{i}"), 5).unwrap().len(), 1, "marker{i}");
+    }
 }

@@ -8,9 +8,9 @@
 //! of read-only connections: the database runs in WAL mode, so searches and reads never wait for an
 //! import, and an import takes the writer lock one batch at a time (bounded by
 //! [`IMPORT_BATCH_TIME`]) so user edits (rename, delete) are not stuck behind a long folder import.
-//! One more thread, owned by the service and joined when it drops, copies the write-ahead log into
-//! the database file after an import (`checkpoint.rs`), so neither the import nor the next write
-//! pays for it.
+//! One more thread, owned by the service and joined when it drops, merges the index segments an
+//! import wrote and copies the write-ahead log into the database file after the import has returned
+//! (`maintenance.rs`), so neither the import nor the next write pays for them.
 //!
 //! # Scoping
 //! `search` and `read_document` take the set of libraries the caller may read (a request's grant).
@@ -20,11 +20,11 @@
 //! token in a `scope` column the user's words cannot reach; the index keeps it for compatibility.)
 
 mod bulk;
-mod checkpoint;
 mod chunk;
 mod error;
 mod frequency;
 mod import;
+mod maintenance;
 mod managed;
 mod query;
 mod schema;
@@ -40,7 +40,10 @@ mod search_tests;
 #[cfg(test)]
 mod tests;
 
-pub use bulk::{BULK_CRISISMERGE, DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE, DEFAULT_WAL_AUTOCHECKPOINT, MERGE_STEP_PAGES};
+pub use bulk::{
+    IndexSettings, BULK_CRISISMERGE, BULK_HASHSIZE, DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE, DEFAULT_HASHSIZE, DEFAULT_WAL_AUTOCHECKPOINT,
+    MERGE_STEP_PAGES,
+};
 pub use chunk::{chunk_text, Chunk, CHUNK_MAX_BYTES, CHUNK_OVERLAP_BYTES};
 pub use error::KnowledgeError;
 pub use frequency::MAX_CACHED_TERMS;

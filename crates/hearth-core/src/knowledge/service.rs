@@ -8,9 +8,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::bulk;
-use super::checkpoint::Checkpointer;
 use super::error::KnowledgeError;
 use super::frequency::Frequencies;
+use super::maintenance::Maintenance;
 use super::managed;
 use super::schema;
 use super::types::{DocumentId, DocumentInfo, Library, LibraryId};
@@ -40,7 +40,8 @@ pub struct KnowledgeService {
     readers: Mutex<Vec<Connection>>,
     /// Which query words are common, per state of the index.
     pub(super) frequencies: Frequencies,
-    pub(super) checkpointer: Checkpointer,
+    /// Merges and checkpoints after imports, on a thread of its own.
+    pub(super) maintenance: Maintenance,
 }
 
 /// A pooled read-only connection, returned to the pool on drop.
@@ -107,9 +108,9 @@ impl KnowledgeService {
         schema::migrate(&mut writer)?;
         bulk::repair(&writer)?;
         tracing::info!(db = %db_path.display(), root = %managed_root.display(), "knowledge service open");
-        let checkpointer = Checkpointer::spawn(db_path.clone()).map_err(|e| open_err(e.to_string()))?;
+        let maintenance = Maintenance::spawn(db_path.clone()).map_err(|e| open_err(e.to_string()))?;
         Ok(KnowledgeService {
-            checkpointer,
+            maintenance,
             db_path,
             managed_root,
             writer: Mutex::new(writer),
@@ -131,10 +132,11 @@ impl KnowledgeService {
         }
     }
 
-    /// Wait until the log checkpoint the last import asked for has run. Nothing needs it for
-    /// correctness (the log is part of the database); benchmarks use it to time searches on their own.
-    pub fn wait_for_checkpoint(&self) {
-        self.checkpointer.wait();
+    /// Wait until the index merge and log checkpoint the last import asked for have run. Nothing
+    /// needs them for correctness (the segments and the log are part of the database); benchmarks
+    /// and tests use it to look at the index as it settles.
+    pub fn wait_for_maintenance(&self) {
+        self.maintenance.wait();
     }
 
     pub fn managed_root(&self) -> &Path {
