@@ -83,7 +83,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn main() {
     // The import's own log line says where its time went (scan, read, hash, insert, commit); the
-    // upkeep thread's lines say how long the merge and the checkpoint after it took.
+    // maintenance thread's lines say how long the merge and the checkpoint after it took.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("hearth_core::knowledge::import=info,hearth_core::knowledge::maintenance=info"))
         .with_target(false)
@@ -111,7 +111,7 @@ fn main() {
         bytes as f64 / 1e6 / import_time.as_secs_f64(),
         DOCUMENTS as f64 / import_time.as_secs_f64()
     );
-    // Right after the import its batches are searchable as they are, while the upkeep thread merges
+    // Right after the import its batches are searchable as they are, while the maintenance thread merges
     // them beside the searches: what a user searching at once gets.
     let started = Instant::now();
     let mut settling = Vec::new();

@@ -19,7 +19,7 @@ use rusqlite::{params, Connection};
 
 use super::error::KnowledgeError;
 use super::import::IMPORT_BATCH_BYTES;
-use super::maintenance::Upkeep;
+use super::maintenance::Work;
 use super::service::KnowledgeService;
 
 /// FTS5's default `automerge`, restored after an import (Hearth sets no other value).
@@ -111,7 +111,7 @@ pub(super) fn merge_step(conn: &Connection) -> Result<bool, rusqlite::Error> {
 }
 
 /// After an import: restore the settings (one transaction), bring automatic checkpoints back, and
-/// ask the upkeep thread to merge what the import wrote (if `merge`: it ended well, or was
+/// ask the maintenance thread to merge what the import wrote (if `merge`: it ended well, or was
 /// cancelled) and to checkpoint the log.
 pub(super) fn finish(service: &KnowledgeService, merge: bool) -> Result<(), KnowledgeError> {
     let restored = {
@@ -123,6 +123,6 @@ pub(super) fn finish(service: &KnowledgeService, merge: bool) -> Result<(), Know
         let checkpoints = conn.pragma_update(None, "wal_autocheckpoint", DEFAULT_WAL_AUTOCHECKPOINT);
         restored.and(checkpoints)
     };
-    service.maintenance.request(if merge { Upkeep::MergeAndCheckpoint } else { Upkeep::Checkpoint });
+    service.maintenance.request(if merge { Work::MergeAndCheckpoint } else { Work::Checkpoint });
     Ok(restored?)
 }

@@ -155,7 +155,7 @@ fn an_import_restores_the_merge_settings_and_leaves_its_batches_merged() {
     assert_eq!(import(&k, lib.id, src.path()).unwrap().imported as usize, files);
     let conn = db(tmp.path());
     assert_eq!(bulk::settings(&conn).unwrap(), IndexSettings::DEFAULT);
-    // The batches are searchable at once; the merge follows on the upkeep thread.
+    // The batches are searchable at once; the merge follows on the maintenance thread.
     assert_eq!(k.search(&[lib.id], &format!("marker{}", files - 1), 5).unwrap().len(), 1);
     k.wait_for_maintenance();
     assert_eq!(segments(&conn), 1, "one segment for the whole import");

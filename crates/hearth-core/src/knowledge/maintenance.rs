@@ -1,4 +1,4 @@
-//! Upkeep after an import, off the import's path: merging the index segments the import wrote, then
+//! Maintenance after an import, off the import's path: merging the index segments the import wrote, then
 //! copying the write-ahead log into the database file. Both used to run before the import returned
 //! (about 0.4 s and 0.25 s per 40 MB imported); the files are searchable as soon as their batches
 //! commit, so a thread with a connection of its own does both afterwards, as SQLite recommends for
@@ -16,7 +16,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use super::bulk;
 use super::service::{lock, BUSY_TIMEOUT};
 
-/// Upkeep asked for and done, so a caller can wait for what it asked for.
+/// Maintenance asked for and done, so a caller can wait for what it asked for.
 #[derive(Default)]
 struct Counts {
     requested: u64,
@@ -33,16 +33,16 @@ struct Shared {
 
 /// What one request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Upkeep {
+pub(super) enum Work {
     /// Merge the segments the import wrote, then checkpoint the log.
     MergeAndCheckpoint,
     /// Only checkpoint the log (an import that failed: its segments wait for FTS5's own merging).
     Checkpoint,
 }
 
-/// Owns the upkeep thread; dropping it ends a running merge after its step and joins the thread.
+/// Owns the maintenance thread; dropping it ends a running merge after its step and joins the thread.
 pub(super) struct Maintenance {
-    requests: Option<mpsc::Sender<Upkeep>>,
+    requests: Option<mpsc::Sender<Work>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -52,20 +52,20 @@ impl Maintenance {
         let (requests, incoming) = mpsc::channel();
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
-        let thread = std::thread::Builder::new().name("knowledge-upkeep".into()).spawn(move || run(db_path, incoming, theirs))?;
+        let thread = std::thread::Builder::new().name("knowledge-maintenance".into()).spawn(move || run(db_path, incoming, theirs))?;
         Ok(Maintenance { requests: Some(requests), shared, thread: Some(thread) })
     }
 
-    /// Ask for upkeep; returns at once.
-    pub(super) fn request(&self, upkeep: Upkeep) {
+    /// Ask for maintenance; returns at once.
+    pub(super) fn request(&self, work: Work) {
         lock(&self.shared.counts).requested += 1;
         if let Some(requests) = &self.requests {
             // Fails only once the thread has ended (it never does before drop).
-            let _ = requests.send(upkeep);
+            let _ = requests.send(work);
         }
     }
 
-    /// Wait until all upkeep asked for so far is done (or failed, which is logged).
+    /// Wait until all maintenance asked for so far is done (or failed, which is logged).
     pub(super) fn wait(&self) {
         let mut counts = lock(&self.shared.counts);
         let target = counts.requested;
@@ -85,13 +85,13 @@ impl Drop for Maintenance {
     }
 }
 
-fn run(db_path: PathBuf, incoming: mpsc::Receiver<Upkeep>, shared: Arc<Shared>) {
+fn run(db_path: PathBuf, incoming: mpsc::Receiver<Work>, shared: Arc<Shared>) {
     let mut conn = None;
     while let Ok(first) = incoming.recv() {
         // One round serves every request made before it starts.
-        let mut merge = first == Upkeep::MergeAndCheckpoint;
+        let mut merge = first == Work::MergeAndCheckpoint;
         while let Ok(more) = incoming.try_recv() {
-            merge |= more == Upkeep::MergeAndCheckpoint;
+            merge |= more == Work::MergeAndCheckpoint;
         }
         let target = lock(&shared.counts).requested;
         match connection(&db_path, &mut conn) {
@@ -116,7 +116,7 @@ fn run(db_path: PathBuf, incoming: mpsc::Receiver<Upkeep>, shared: Arc<Shared>) 
                     Err(e) => tracing::warn!(%e, "knowledge log checkpoint failed; a later write retries it"),
                 }
             }
-            Err(e) => tracing::warn!(%e, "knowledge upkeep could not open the database; later writes merge and checkpoint"),
+            Err(e) => tracing::warn!(%e, "knowledge maintenance could not open the database; later writes merge and checkpoint"),
         }
         lock(&shared.counts).completed = target;
         shared.done.notify_all();
