@@ -53,12 +53,19 @@ stop() {{
   kill -KILL -- "-$pid" 2>/dev/null
   rm -rf "$root/secrets" "$root/tmp"
 }}
-trap 'stop; say "exit stopped"; exit 0' HUP TERM INT
+trap 'kill ${{watchdog:-}} ${{stats:-}} 2>/dev/null; stop; say "exit stopped"; exit 0' HUP TERM INT
 ( while IFS= read -r -t {timeout} -u 3 _; do :; done; kill -TERM $$ ) &
 watchdog=$!
+# The runtime's session exists once its setsid has run: until then a sample would read 0 of 0,
+# which is not a measurement, so it is taken again shortly instead of reported.
 ( while kill -0 "$pid" 2>/dev/null; do
-    say "stats $(ps -o rss= -g "$pid" 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}') $(ps -o pid= -g "$pid" 2>/dev/null | wc -l)"
-    sleep {stats}
+    n=$(ps -o pid= -g "$pid" 2>/dev/null | wc -l)
+    if [ "$n" -gt 0 ]; then
+      say "stats $(ps -o rss= -g "$pid" 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}') $n"
+      sleep {stats}
+    else
+      sleep 0.1
+    fi
   done ) &
 stats=$!
 wait "$pid"; status=$?
@@ -117,5 +124,51 @@ mod tests {
         assert!(s.contains("exec setsid \"$bin\" serve --hostname 127.0.0.1 --port 0"));
         assert!(s.contains("export OPENCODE_DISABLE_AUTOUPDATE='1'"));
         assert!(s.contains("read -r -t 20 -u 3"), "the heartbeat bounds a hung link");
+    }
+
+    /// The keeper run here with a stand-in for the runtime (the test is about the keeper): its
+    /// first memory report counts the runtime's processes, however soon after the start it comes,
+    /// and closing its stdin stops the runtime's whole session.
+    #[test]
+    fn the_first_memory_report_counts_the_runtime_and_a_closed_stdin_stops_it() {
+        use std::io::{BufRead as _, Write as _};
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("runtime");
+        std::fs::write(&bin, "#!/bin/sh\nsleep 60 & sleep 60\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = tmp.path().join("root");
+        let mut keeper = std::process::Command::new("bash")
+            .args(["-c", &script(&[]), "hearth-keeper"])
+            .args([root.to_str().unwrap(), bin.to_str().unwrap(), "", "1", "1"])
+            // A large login environment: clearing it keeps the runtime's setsid waiting, the
+            // window in which an early sample found no session yet.
+            .envs((0..3000).map(|i| (format!("HEARTH_TEST_FILLER_{i}"), "x")))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        keeper.stdin.as_mut().unwrap().write_all(b"password\nstampkey\n{}\n").unwrap();
+        let mut lines = std::io::BufReader::new(keeper.stdout.take().unwrap()).lines();
+        let mut pid = None;
+        let stats = loop {
+            match parse_line(&lines.next().expect("the keeper reports before it ends").unwrap()) {
+                Some(SupervisorLine::Pid(p)) => pid = Some(p),
+                Some(SupervisorLine::Stats { rss_bytes, processes }) => break (rss_bytes, processes),
+                Some(SupervisorLine::Exit(e)) => panic!("the keeper ended first: {e}"),
+                None => {}
+            }
+        };
+        let pid = pid.expect("the pid comes before the first report");
+        assert!(stats.1 >= 2 && stats.0 > 0, "the first report counts the runtime's session: {stats:?}");
+        drop(keeper.stdin.take());
+        let exit = lines.map_while(Result::ok).find_map(|l| match parse_line(&l) {
+            Some(SupervisorLine::Exit(e)) => Some(e),
+            _ => None,
+        });
+        assert_eq!(exit.as_deref(), Some("stopped"));
+        assert!(keeper.wait().unwrap().success());
+        let group = std::process::Command::new("ps").args(["-o", "pid=", "-g", &pid.to_string()]).output().unwrap();
+        assert!(String::from_utf8_lossy(&group.stdout).trim().is_empty(), "nothing of the runtime's session is left");
     }
 }
