@@ -35,6 +35,10 @@ IFS= read -r config || {{ say "exit no-input"; exit 64; }}
 umask 077
 mkdir -p "$root/home" "$root/tmp" "$root/data" "$root/config" "$root/state" "$root/cache" || {{ say "exit no-root"; exit 65; }}
 exec 3<&0
+# A pipe nothing writes to: a timed read of it waits in the shell itself, so a stopped loop leaves
+# no sleep behind holding this script's output open (its end is how Hearth sees the keeper end).
+mkfifo "$root/tmp/idle" 2>/dev/null; exec 4<>"$root/tmp/idle"
+pause() {{ read -r -t "$1" -u 4 _ 2>/dev/null; [ $? -gt 128 ] || sleep "$1"; }}
 (
   # Only what the runtime needs, as a local runtime gets it.
   for v in $(compgen -e); do unset "$v" 2>/dev/null; done
@@ -42,14 +46,14 @@ exec 3<&0
   export HOME="$root/home" TMPDIR="$root/tmp" XDG_DATA_HOME="$root/data" XDG_CONFIG_HOME="$root/config" XDG_STATE_HOME="$root/state" XDG_CACHE_HOME="$root/cache"
   export OPENCODE_SERVER_PASSWORD="$password" OPENCODE_SERVER_USERNAME=opencode OPENCODE_CONFIG_CONTENT="$config" HEARTH_STAMP_KEY="$stampkey"
   export HEARTH_GATEWAY_PORT="$gwport" HEARTH_MODEL_PORT="$modelport"
-{offline}  cd "$root" && exec setsid "$bin" serve --hostname 127.0.0.1 --port 0 </dev/null 2>&1
+{offline}  cd "$root" && exec setsid "$bin" serve --hostname 127.0.0.1 --port 0 </dev/null 2>&1 3<&- 4<&-
 ) &
 pid=$!
 unset password stampkey config
 say "pid $pid"
 stop() {{
   kill -TERM -- "-$pid" 2>/dev/null
-  for _ in 1 2 3 4 5 6; do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.5; done
+  for _ in 1 2 3 4 5 6; do kill -0 -- "-$pid" 2>/dev/null || break; pause 0.5; done
   kill -KILL -- "-$pid" 2>/dev/null
   rm -rf "$root/secrets" "$root/tmp"
 }}
@@ -62,9 +66,9 @@ watchdog=$!
     n=$(ps -o pid= -g "$pid" 2>/dev/null | wc -l)
     if [ "$n" -gt 0 ]; then
       say "stats $(ps -o rss= -g "$pid" 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}') $n"
-      sleep {stats}
+      pause {stats}
     else
-      sleep 0.1
+      pause 0.1
     fi
   done ) &
 stats=$!
@@ -128,9 +132,9 @@ mod tests {
 
     /// The keeper run here with a stand-in for the runtime (the test is about the keeper): its
     /// first memory report counts the runtime's processes, however soon after the start it comes,
-    /// and closing its stdin stops the runtime's whole session.
+    /// and closing its stdin stops the runtime's whole session and ends the keeper's output at once.
     #[test]
-    fn the_first_memory_report_counts_the_runtime_and_a_closed_stdin_stops_it() {
+    fn the_first_memory_report_counts_the_runtime_and_a_closed_stdin_stops_it_at_once() {
         use std::io::{BufRead as _, Write as _};
         use std::os::unix::fs::PermissionsExt as _;
         let tmp = tempfile::tempdir().unwrap();
@@ -162,10 +166,16 @@ mod tests {
         let pid = pid.expect("the pid comes before the first report");
         assert!(stats.1 >= 2 && stats.0 > 0, "the first report counts the runtime's session: {stats:?}");
         drop(keeper.stdin.take());
-        let exit = lines.map_while(Result::ok).find_map(|l| match parse_line(&l) {
-            Some(SupervisorLine::Exit(e)) => Some(e),
-            _ => None,
+        // Its output ends with it: Hearth takes the end of the output for the keeper's end.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let exit = lines.map_while(Result::ok).filter_map(|l| match parse_line(&l) {
+                Some(SupervisorLine::Exit(e)) => Some(e),
+                _ => None,
+            });
+            let _ = tx.send(exit.last());
         });
+        let exit = rx.recv_timeout(STATS_EVERY / 2).expect("the keeper's output ends soon after its stdin closes, not a report later");
         assert_eq!(exit.as_deref(), Some("stopped"));
         assert!(keeper.wait().unwrap().success());
         let group = std::process::Command::new("ps").args(["-o", "pid=", "-g", &pid.to_string()]).output().unwrap();
