@@ -18,6 +18,11 @@ pub const HEARTBEAT: Duration = Duration::from_secs(5);
 pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often it reports the runtime's memory.
 pub const STATS_EVERY: Duration = Duration::from_secs(10);
+/// How soon it samples again while the runtime's session does not exist yet (a sample then reads
+/// nothing), and for how long at most: a host whose `ps` never finds the session falls back to
+/// [`STATS_EVERY`] instead of polling all day.
+pub const STATS_RETRY_EVERY: Duration = Duration::from_millis(100);
+pub const STATS_RETRY_FOR: Duration = Duration::from_secs(10);
 /// The prefix of the keeper's own lines.
 pub const LINE_PREFIX: &str = "hearth-keeper: ";
 
@@ -62,13 +67,16 @@ trap 'kill ${{watchdog:-}} ${{stats:-}} 2>/dev/null; stop; say "exit stopped"; e
 watchdog=$!
 # The runtime's session exists once its setsid has run: until then a sample would read 0 of 0,
 # which is not a measurement, so it is taken again shortly instead of reported.
-( while kill -0 "$pid" 2>/dev/null; do
+( retries={retries}
+  while kill -0 "$pid" 2>/dev/null; do
     n=$(ps -o pid= -g "$pid" 2>/dev/null | wc -l)
     if [ "$n" -gt 0 ]; then
       say "stats $(ps -o rss= -g "$pid" 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}') $n"
       pause {stats}
+    elif [ "$retries" -gt 0 ]; then
+      retries=$((retries - 1)); pause {retry}
     else
-      pause 0.1
+      pause {stats}
     fi
   done ) &
 stats=$!
@@ -80,6 +88,8 @@ say "exit $status"
         prefix = LINE_PREFIX,
         timeout = HEARTBEAT_TIMEOUT.as_secs(),
         stats = STATS_EVERY.as_secs(),
+        retry = STATS_RETRY_EVERY.as_secs_f64(),
+        retries = STATS_RETRY_FOR.as_millis() / STATS_RETRY_EVERY.as_millis(),
     )
 }
 
@@ -128,6 +138,7 @@ mod tests {
         assert!(s.contains("exec setsid \"$bin\" serve --hostname 127.0.0.1 --port 0"));
         assert!(s.contains("export OPENCODE_DISABLE_AUTOUPDATE='1'"));
         assert!(s.contains("read -r -t 20 -u 3"), "the heartbeat bounds a hung link");
+        assert!(s.contains("retries=100") && s.contains("pause 0.1"), "a missing session is sampled again, 100 times at most");
     }
 
     /// The keeper run here with a stand-in for the runtime (the test is about the keeper): its
