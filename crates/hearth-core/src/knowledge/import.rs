@@ -4,9 +4,9 @@
 //! the files the batch had finished are written again (see `store.rs`): a cancelled or failed import
 //! keeps every file it finished and never leaves a half-indexed one.
 //!
-//! Reading, checking and hashing files run on a second thread a few files ahead of the writer; each
-//! batch is one index segment, and the segments are merged once, after the import has returned,
-//! instead of at every batch (see `bulk.rs`).
+//! Reading, checking and hashing files run on a second thread a few files ahead of the writer; the
+//! index segments the batches write are merged once, after the import has returned, instead of at
+//! every batch (see `bulk.rs`).
 
 use std::io::Read;
 use std::iter::Peekable;
@@ -251,7 +251,7 @@ pub(super) struct Phases {
     pub(super) copy: Duration,
     /// The writer waiting for the copy thread at the end of a batch.
     pub(super) copy_wait: Duration,
-    /// Committing batches (FTS5 writes its index segment here).
+    /// Committing batches (FTS5 writes each batch's last index segment here).
     pub(super) commit: Duration,
     /// Restoring the index settings after the last batch (the merge runs after the import returns).
     pub(super) finish: Duration,

@@ -2,8 +2,8 @@
 //! copying the write-ahead log into the database file. Both used to run before the import returned
 //! (about 0.4 s and 0.25 s per 40 MB imported); the files are searchable as soon as their batches
 //! commit, so a thread with a connection of its own does both afterwards, as SQLite recommends for
-//! checkpoints. Searches go on meanwhile (an import's batches are few, large segments, see `bulk.rs`),
-//! and a writer waits for one merge step at most: each step is its own short transaction.
+//! checkpoints. Searches go on meanwhile (over the import's segments until they are merged, see
+//! `bulk.rs`), and a writer waits for one merge step at most: each step is its own short transaction.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
