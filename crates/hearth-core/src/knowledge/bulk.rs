@@ -37,8 +37,9 @@ pub const DEFAULT_HASHSIZE: i64 = 1024 * 1024;
 /// look-up and an append in the pending index, and once that outgrows the cache each is a miss (the
 /// knowledge benchmark, 10 runs each, alternating: median 36.5 MB/s at 32 MiB, 40.5 MB/s at 2 MiB,
 /// faster in 9 of 10 pairs; 1 MiB, the default, flushes twice as often and was slower again). The
-/// extra segments are merged after the import with the rest; an import of hundreds of megabytes
-/// reaches [`BULK_CRISISMERGE`] segments and merges a level then.
+/// extra segments are merged after the import with the rest. Only a level that reaches
+/// [`BULK_CRISISMERGE`] segments during the import, about 128 × 2 MiB of index data, is merged
+/// sooner: inside the batch that brings it there.
 pub const BULK_HASHSIZE: i64 = 2 * 1024 * 1024;
 /// SQLite's default `wal_autocheckpoint` (log pages), restored after an import.
 pub const DEFAULT_WAL_AUTOCHECKPOINT: i64 = 1000;

@@ -38,6 +38,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE VIRTUAL TABLE chunks_fts USING fts5(title, body, scope, tokenize = 'unicode61 remove_diacritics 2');
     INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(4.0, 1.0, 0.0)');
     CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');",
+    // 2: the chunk table without secondary indexes or a foreign key. Keeping two indexes current cost
+    // about a tenth of every import, and the key made each document deletion scan the whole table
+    // (SQLite looks for child rows through an index on the child column, or by a scan). A document's
+    // chunks are the row-id range `document << CHUNK_ID_BITS ..`, so deletes find them by row id;
+    // searches reach chunks only by row id.
+    "CREATE TABLE chunks_next (
+        id INTEGER PRIMARY KEY,
+        document_id INTEGER NOT NULL,
+        library_id INTEGER NOT NULL,
+        start_line INTEGER NOT NULL
+    );
+    INSERT INTO chunks_next (id, document_id, library_id, start_line)
+        SELECT id, document_id, library_id, start_line FROM chunks;
+    DROP TABLE chunks;
+    ALTER TABLE chunks_next RENAME TO chunks;",
 ];
 
 /// The schema version this build writes.
@@ -91,6 +106,38 @@ mod tests {
         let mut conn = Connection::open(&path).unwrap();
         migrate(&mut conn).unwrap();
         assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_version_1_database_keeps_its_chunks_and_loses_the_chunk_indexes_and_key() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO libraries VALUES (1, 'Notes', 0);
+             INSERT INTO documents VALUES (1, 1, '/src/a.md', 'a.md', 'library-1/1-a.md', 'h', 10, 0);
+             INSERT INTO chunks VALUES (8388608, 1, 1, 1), (8388609, 1, 1, 40);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+
+        let chunks: Vec<(i64, i64, i64, i64)> = conn
+            .prepare("SELECT id, document_id, library_id, start_line FROM chunks ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(chunks, [(8388608, 1, 1, 1), (8388609, 1, 1, 40)]);
+        let indexes: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chunks'", [], |r| r.get(0)).unwrap();
+        assert_eq!(indexes, 0, "every import would keep them current");
+        let keys: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_list('chunks')", [], |r| r.get(0)).unwrap();
+        assert_eq!(keys, 0, "deleting a document would scan the chunk table for its children");
+        // The documents table keeps its own key, and still refuses a row of a library that is not there.
+        let orphan = conn.execute("INSERT INTO documents VALUES (2, 9, '/src/b.md', 'b.md', 'm', 'h', 1, 0)", []);
+        assert!(orphan.is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::frequency::Frequencies;
 use super::maintenance::Maintenance;
 use super::managed;
 use super::schema;
+use super::search::chunk_id;
 use super::types::{DocumentId, DocumentInfo, Library, LibraryId};
 
 /// Idle read-only connections kept for reuse; more are opened under load and closed after.
@@ -219,6 +220,7 @@ impl KnowledgeService {
     pub fn delete_library(&self, id: LibraryId) -> Result<(), KnowledgeError> {
         let mut conn = self.writer();
         let tx = conn.transaction()?;
+        // One pass over the narrow chunk table (it has no index by library: imports would pay for it).
         tx.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE library_id = ?1)", [id.0])?;
         tx.execute("DELETE FROM chunks WHERE library_id = ?1", [id.0])?;
         tx.execute("DELETE FROM documents WHERE library_id = ?1", [id.0])?;
@@ -266,9 +268,11 @@ impl KnowledgeService {
     }
 }
 
-/// Remove a document's chunks from the index and the chunk table.
+/// Remove a document's chunks from the index and the chunk table: the row ids of its chunks are
+/// the range from its first chunk's id to the next document's.
 pub(super) fn delete_chunks(conn: &Connection, document: DocumentId) -> Result<(), rusqlite::Error> {
-    conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)")?.execute([document.0])?;
-    conn.prepare_cached("DELETE FROM chunks WHERE document_id = ?1")?.execute([document.0])?;
+    let range = [chunk_id(document, 0), chunk_id(DocumentId(document.0 + 1), 0)];
+    conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid >= ?1 AND rowid < ?2")?.execute(range)?;
+    conn.prepare_cached("DELETE FROM chunks WHERE id >= ?1 AND id < ?2")?.execute(range)?;
     Ok(())
 }

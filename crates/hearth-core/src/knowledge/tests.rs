@@ -293,6 +293,33 @@ fn deleting_a_library_removes_its_rows_and_managed_copies_only() {
 }
 
 #[test]
+fn deleting_a_document_takes_its_own_chunks_and_none_of_its_neighbours() {
+    let tmp = tempfile::tempdir().unwrap();
+    let k = open(tmp.path());
+    let lib = k.create_library("Fixtures").unwrap();
+    import(&k, lib.id, &fixtures());
+    let documents = k.list_documents(lib.id).unwrap();
+    let mut ids: Vec<i64> = documents.iter().map(|d| d.id.0).collect();
+    ids.sort();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "one import numbers its documents in a row: {ids:?}");
+    let chunks_of = |id: i64| -> i64 {
+        let conn = rusqlite::Connection::open(tmp.path().join("data/knowledge.sqlite")).unwrap();
+        conn.query_row("SELECT count(*) FROM chunks WHERE document_id = ?1", [id], |r| r.get(0)).unwrap()
+    };
+    let middle = ids[ids.len() / 2];
+    let (before, gone) = (rows(tmp.path(), "chunks"), chunks_of(middle));
+    assert!(gone > 0);
+
+    k.delete_document(DocumentId(middle)).unwrap();
+    assert_eq!(chunks_of(middle), 0);
+    assert_eq!(rows(tmp.path(), "chunks"), before - gone);
+    assert_eq!(rows(tmp.path(), "chunks_fts"), before - gone);
+    for &neighbour in [middle - 1, middle + 1].iter() {
+        assert!(chunks_of(neighbour) > 0, "document {neighbour} kept its chunks");
+    }
+}
+
+#[test]
 fn paths_leading_outside_the_managed_root_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let k = open(tmp.path());
