@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench -p hearth-core --bench knowledge`
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hearth_core::knowledge::KnowledgeService;
@@ -58,20 +58,25 @@ fn word(rank: usize) -> String {
     w
 }
 
+/// Where document `i` of the corpus under `root` is.
+fn document_path(root: &Path, i: usize) -> PathBuf {
+    let folder = i / DOCUMENTS_PER_FOLDER;
+    let name = if i % 3 == 0 { format!("doc-{i}.rs") } else { format!("doc-{i}.md") };
+    root.join(format!("area-{}", folder % 10)).join(format!("topic-{folder}")).join(name)
+}
+
 fn generate(root: &Path, rng: &mut Rng) -> u64 {
     let mut bytes = 0;
     for i in 0..DOCUMENTS {
-        let folder = i / DOCUMENTS_PER_FOLDER;
-        let dir = root.join(format!("area-{}", folder % 10)).join(format!("topic-{folder}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let path = document_path(root, i);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut text = format!("# Document {i}\n\nReference marker docmarker{i} for lookup.\n\n");
         for _ in 0..MIN_LINES + rng.below(LINE_SPREAD) {
             let line: Vec<String> = (0..WORDS_PER_LINE).map(|_| word(rng.word())).collect();
             text.push_str(&line.join(" "));
             text.push('\n');
         }
-        let name = if i % 3 == 0 { format!("doc-{i}.rs") } else { format!("doc-{i}.md") };
-        std::fs::write(dir.join(name), &text).unwrap();
+        std::fs::write(path, &text).unwrap();
         bytes += text.len() as u64;
     }
     bytes
@@ -192,4 +197,27 @@ fn main() {
     let text = k.read_document(&scope, doc, 64 * 1024).unwrap();
     assert!(text.text.contains("docmarker42 "));
     println!("read_document: {:.2?}", started.elapsed());
+
+    // Every tenth file edited: the re-import replaces their chunks (a document's chunks are found by
+    // their row-id range; the chunk table has no other index).
+    let edited: Vec<usize> = (0..DOCUMENTS).step_by(10).collect();
+    for &i in &edited {
+        let path = document_path(&corpus, i);
+        let text = std::fs::read_to_string(&path).unwrap() + &format!("Edited later: editmarker{i}.\n");
+        std::fs::write(path, text).unwrap();
+    }
+    let started = Instant::now();
+    let report = k.import_path(lib.id, &corpus, &CancellationToken::new(), |_| {}).unwrap();
+    assert_eq!((report.replaced as usize, report.unchanged as usize), (edited.len(), DOCUMENTS - edited.len()));
+    println!("re-import with {} files edited (their chunks replaced): {:.2?}", edited.len(), started.elapsed());
+    let hits = k.search(&scope, "editmarker4200", HITS).unwrap();
+    assert_eq!(hits.len(), 1, "the edit is found");
+    assert!(k.search(&scope, "docmarker4200", HITS).unwrap()[0].snippet.contains("«docmarker4200»"));
+    k.wait_for_maintenance();
+
+    let started = Instant::now();
+    k.delete_library(lib.id).unwrap();
+    println!("deleting the library ({DOCUMENTS} documents and their managed copies): {:.2?}", started.elapsed());
+    assert!(k.search(&scope, "docmarker42", HITS).unwrap().is_empty());
+    assert_eq!(k.search(&[other.id], "docmarker42", HITS).unwrap().len(), 1, "the other library keeps its own");
 }
