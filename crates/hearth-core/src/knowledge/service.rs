@@ -221,7 +221,7 @@ impl KnowledgeService {
         let mut conn = self.writer();
         let tx = conn.transaction()?;
         // One pass over the narrow chunk table (it has no index by library: imports would pay for it).
-        tx.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE library_id = ?1)", [id.0])?;
+        delete_from_index(&tx, "SELECT id FROM chunks WHERE library_id = ?1", [id.0])?;
         tx.execute("DELETE FROM chunks WHERE library_id = ?1", [id.0])?;
         tx.execute("DELETE FROM documents WHERE library_id = ?1", [id.0])?;
         if tx.execute("DELETE FROM libraries WHERE id = ?1", [id.0])? == 0 {
@@ -272,7 +272,18 @@ impl KnowledgeService {
 /// the range from its first chunk's id to the next document's.
 pub(super) fn delete_chunks(conn: &Connection, document: DocumentId) -> Result<(), rusqlite::Error> {
     let range = [chunk_id(document, 0), chunk_id(DocumentId(document.0 + 1), 0)];
-    conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid >= ?1 AND rowid < ?2")?.execute(range)?;
+    delete_from_index(conn, "SELECT id FROM chunks WHERE id >= ?1 AND id < ?2", range)?;
     conn.prepare_cached("DELETE FROM chunks WHERE id >= ?1 AND id < ?2")?.execute(range)?;
+    Ok(())
+}
+
+/// Remove the index rows of the chunks `select` finds, one `rowid = ?` at a time: FTS5 deletes that
+/// way several times faster than by a row-id range or an `IN` list, which it serves by a scan.
+fn delete_from_index(conn: &Connection, select: &str, params: impl rusqlite::Params) -> Result<(), rusqlite::Error> {
+    let ids: Vec<i64> = conn.prepare_cached(select)?.query_map(params, |r| r.get(0))?.collect::<Result<_, _>>()?;
+    let mut delete = conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
+    for id in ids {
+        delete.execute([id])?;
+    }
     Ok(())
 }
