@@ -221,6 +221,9 @@ fn main() {
     let started = Instant::now();
     k.delete_library(lib.id).unwrap();
     println!("deleting the library ({DOCUMENTS} documents and their managed copies): {:.2?}", started.elapsed());
+    let deleted = Instant::now();
+    k.wait_for_maintenance();
+    println!("index merge and log checkpoint after the deletion (their own thread): done {:.2?} after it", deleted.elapsed());
     assert!(k.search(&scope, "docmarker42", HITS).unwrap().is_empty());
     assert_eq!(k.search(&[other.id], "docmarker42", HITS).unwrap().len(), 1, "the other library keeps its own");
 }

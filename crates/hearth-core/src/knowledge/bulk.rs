@@ -1,7 +1,7 @@
-//! FTS5 settings for imports. FTS5 collects a transaction's index rows in memory and writes them as
-//! a new segment when the transaction commits or that memory passes `hashsize` (1 MiB by default),
-//! and by default merges segments a little at every write (`automerge`), and a whole level at once
-//! when it reaches `crisismerge` segments. With the defaults an import redid merge work batch after
+//! FTS5 settings for imports and library deletions, which write many index rows. FTS5 collects a
+//! transaction's index rows in memory and writes them as a new segment when the transaction commits
+//! or that memory passes `hashsize` (1 MiB by default), and by default merges segments a little at
+//! every write (`automerge`), and a whole level at once when it reaches `crisismerge` segments. With the defaults an import redid merge work batch after
 //! batch, each time over the data the previous batches wrote. An import turns the merging off and
 //! leaves its segments to be merged once, after it has returned (see `maintenance.rs`), in steps
 //! bounded in pages (one transaction each, so other writers wait for one step at most). The settings
@@ -73,7 +73,7 @@ fn apply(conn: &Connection, settings: IndexSettings) -> Result<(), rusqlite::Err
     set(conn, "hashsize", settings.hashsize)
 }
 
-/// Switch to the import settings (inside its first batch's transaction).
+/// Switch to the import settings (inside an import's first batch's transaction, or a deletion's).
 pub(super) fn begin(conn: &Connection) -> Result<(), rusqlite::Error> {
     apply(conn, IndexSettings::BULK)?;
     // Last: if anything before failed, the import does not count as begun and nothing is restored.

@@ -218,10 +218,24 @@ impl KnowledgeService {
 
     /// Delete a library with its documents, chunks and managed copies.
     pub fn delete_library(&self, id: LibraryId) -> Result<(), KnowledgeError> {
+        let deleted = self.delete_library_rows(id);
+        // Its index rows were deleted as an import writes them: restore the settings, and merge the
+        // deletions into the index on the maintenance thread.
+        let finished = bulk::finish(self, deleted.is_ok());
+        deleted?;
+        finished?;
+        tracing::info!(library = %id, "knowledge library deleted");
+        Ok(())
+    }
+
+    fn delete_library_rows(&self, id: LibraryId) -> Result<(), KnowledgeError> {
         let mut conn = self.writer();
         let tx = conn.transaction()?;
+        bulk::begin(&tx)?;
         // One pass over the narrow chunk table (it has no index by library: imports would pay for it).
-        delete_from_index(&tx, "SELECT id FROM chunks WHERE library_id = ?1", [id.0])?;
+        let chunks: Vec<i64> =
+            tx.prepare("SELECT id FROM chunks WHERE library_id = ?1")?.query_map([id.0], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        delete_index_rows(&tx, chunks)?;
         tx.execute("DELETE FROM chunks WHERE library_id = ?1", [id.0])?;
         tx.execute("DELETE FROM documents WHERE library_id = ?1", [id.0])?;
         if tx.execute("DELETE FROM libraries WHERE id = ?1", [id.0])? == 0 {
@@ -229,9 +243,7 @@ impl KnowledgeService {
         }
         tx.commit()?;
         // Still under the writer lock, so no import can recreate the folder in between.
-        managed::remove(&self.managed_root, &managed::library_dir(id))?;
-        tracing::info!(library = %id, "knowledge library deleted");
-        Ok(())
+        managed::remove(&self.managed_root, &managed::library_dir(id))
     }
 
     pub fn list_documents(&self, library: LibraryId) -> Result<Vec<DocumentInfo>, KnowledgeError> {
@@ -268,19 +280,25 @@ impl KnowledgeService {
     }
 }
 
-/// Remove a document's chunks from the index and the chunk table: the row ids of its chunks are
-/// the range from its first chunk's id to the next document's.
+/// Remove a document's chunks from the index and the chunk table.
 pub(super) fn delete_chunks(conn: &Connection, document: DocumentId) -> Result<(), rusqlite::Error> {
-    let range = [chunk_id(document, 0), chunk_id(DocumentId(document.0 + 1), 0)];
-    delete_from_index(conn, "SELECT id FROM chunks WHERE id >= ?1 AND id < ?2", range)?;
-    conn.prepare_cached("DELETE FROM chunks WHERE id >= ?1 AND id < ?2")?.execute(range)?;
-    Ok(())
+    delete_index_rows(conn, take_chunk_rows(conn, document)?)
 }
 
-/// Remove the index rows of the chunks `select` finds, one `rowid = ?` at a time: FTS5 deletes that
-/// way several times faster than by a row-id range or an `IN` list, which it serves by a scan.
-fn delete_from_index(conn: &Connection, select: &str, params: impl rusqlite::Params) -> Result<(), rusqlite::Error> {
-    let ids: Vec<i64> = conn.prepare_cached(select)?.query_map(params, |r| r.get(0))?.collect::<Result<_, _>>()?;
+/// Remove a document's rows from the narrow chunk table and return their ids, ascending; their index
+/// rows are left to the caller. The ids of a document's chunks are the range from its first chunk's
+/// id to the next document's.
+pub(super) fn take_chunk_rows(conn: &Connection, document: DocumentId) -> Result<Vec<i64>, rusqlite::Error> {
+    let range = [chunk_id(document, 0), chunk_id(DocumentId(document.0 + 1), 0)];
+    let mut select = conn.prepare_cached("SELECT id FROM chunks WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
+    let ids = select.query_map(range, |r| r.get(0))?.collect::<Result<_, _>>()?;
+    conn.prepare_cached("DELETE FROM chunks WHERE id >= ?1 AND id < ?2")?.execute(range)?;
+    Ok(ids)
+}
+
+/// Remove the index rows of chunks, one `rowid = ?` at a time: FTS5 deletes that way several times
+/// faster than by a row-id range or an `IN` list, which it serves by a scan.
+pub(super) fn delete_index_rows(conn: &Connection, ids: impl IntoIterator<Item = i64>) -> Result<(), rusqlite::Error> {
     let mut delete = conn.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1")?;
     for id in ids {
         delete.execute([id])?;

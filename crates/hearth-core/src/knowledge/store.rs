@@ -20,7 +20,7 @@ use super::error::KnowledgeError;
 use super::import::{Candidate, Loaded, Phases};
 use super::managed;
 use super::search::{chunk_id, scope_token};
-use super::service::{delete_chunks, now_ms};
+use super::service::{delete_index_rows, now_ms, take_chunk_rows};
 use super::types::{DocumentId, LibraryId};
 
 /// Fails with [`KnowledgeError::LibraryNotFound`] unless `library` exists.
@@ -271,10 +271,10 @@ fn write_rows(tx: &Connection, library: LibraryId, file: &Staged, phases: &mut P
             file.imported_at
         ])?;
     } else {
-        delete_chunks(tx, file.document)?;
         tx.prepare_cached("UPDATE documents SET title = ?1, content_hash = ?2, bytes = ?3, imported_at = ?4 WHERE id = ?5")?
             .execute(params![candidate.title, file.loaded.hash, bytes, file.imported_at, file.document.0])?;
     }
+    let mut earlier = if file.new { Vec::new() } else { take_chunk_rows(tx, file.document)? }.into_iter().peekable();
     let chunking = Instant::now();
     let chunks = chunk_text(file.loaded.body());
     let inserting = Instant::now();
@@ -283,9 +283,15 @@ fn write_rows(tx: &Connection, library: LibraryId, file: &Staged, phases: &mut P
     let scope = scope_token(library);
     for (seq, chunk) in chunks.iter().enumerate() {
         let id = chunk_id(file.document, seq);
+        // An earlier index row goes just before the new row of its id, so the row ids FTS5 is given
+        // never go back: each time they do, it writes its pending index out as a segment, and deleting
+        // all of a file's rows before inserting any made replacing a file cost several times
+        // importing one.
+        delete_index_rows(tx, std::iter::from_fn(|| earlier.next_if(|&old| old <= id)))?;
         chunk_row.execute(params![id, file.document.0, library.0, chunk.start_line])?;
         fts_row.execute(params![id, candidate.title, chunk.text, scope])?;
     }
+    delete_index_rows(tx, earlier)?;
     phases.chunk += inserting - chunking;
     phases.insert += (chunking - started) + inserting.elapsed();
     Ok(())

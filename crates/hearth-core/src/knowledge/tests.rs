@@ -245,6 +245,19 @@ fn reimporting_a_changed_file_replaces_its_chunks_and_an_unchanged_one_is_a_no_o
     assert_eq!(rows(tmp.path(), "chunks"), 1);
     assert_eq!(rows(tmp.path(), "chunks_fts"), 1);
     assert_eq!(k.read_document(&[lib.id], hits[0].document_id, 1000).unwrap().text, "the new codename is thistledown\n");
+
+    // Growing again: the new chunks take the ids of the old one and beyond.
+    let grown: String = (0..300).map(|i| format!("line {i}: the third codename is marrowlight\n")).collect();
+    std::fs::write(&file, &grown).unwrap();
+    assert_eq!(import(&k, lib.id, &file).replaced, 1);
+    assert!(k.search(&[lib.id], "thistledown", 10).unwrap().is_empty(), "the one-chunk version is gone");
+    assert_eq!(k.search(&[lib.id], "marrowlight", 10).unwrap().len(), 1);
+    let chunks = rows(tmp.path(), "chunks");
+    assert!(chunks > chunks_before, "{chunks} chunks");
+    assert_eq!(rows(tmp.path(), "chunks_fts"), chunks);
+    k.wait_for_maintenance();
+    let conn = rusqlite::Connection::open(tmp.path().join("data/knowledge.sqlite")).unwrap();
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')", []).expect("the index matches its rows");
 }
 
 #[test]
@@ -280,6 +293,11 @@ fn deleting_a_library_removes_its_rows_and_managed_copies_only() {
     assert!(k.search(&[gone.id], "marrowgloam", 10).unwrap().is_empty());
     assert_eq!(k.search(&[gone.id, kept.id], "zephyrine", 10).unwrap().len(), 1);
     assert!(matches!(k.delete_library(gone.id), Err(KnowledgeError::LibraryNotFound(_))));
+    // A deletion writes with the import settings; done or refused, it puts them back.
+    k.wait_for_maintenance();
+    let conn = rusqlite::Connection::open(tmp.path().join("data/knowledge.sqlite")).unwrap();
+    assert_eq!(bulk::settings(&conn).unwrap(), IndexSettings::DEFAULT);
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')", []).expect("the index matches its rows");
     let err = k.import_path(gone.id, fixtures(), &CancellationToken::new(), |_| {}).unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
 
